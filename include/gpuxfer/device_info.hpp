@@ -1,0 +1,35 @@
+/// @file device_info.hpp
+/// @brief What gpuxfer knows about each device and about the links between devices.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace gpuxfer {
+
+/// How bytes travel between two devices.
+enum class LinkKind {
+  self,         ///< the same device
+  nvlink,       ///< peer access over NVLink (peer access with native atomics)
+  pcie_peer,    ///< peer access over PCIe
+  host_staged,  ///< no peer access: bytes go through pinned host memory
+};
+
+/// "self", "nvlink", "pcie_peer" or "host_staged".
+[[nodiscard]] std::string_view to_string(LinkKind kind) noexcept;
+
+/// One CUDA device as the manager sees it.
+struct DeviceInfo {
+  int ordinal = -1;               ///< CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string name;               ///< "NVIDIA H200"
+  std::size_t total_memory = 0;   ///< bytes of device memory
+  int cc_major = 0;               ///< compute capability, major
+  int cc_minor = 0;               ///< compute capability, minor
+  std::string pci_bus_id;         ///< "0000:1b:00.0"
+  int numa_node = -1;             ///< host NUMA node closest to the device; -1 when unknown
+  int copy_engines = 0;           ///< asynchronous copy engines (cudaDevAttrAsyncEngineCount)
+  int multiprocessors = 0;        ///< streaming multiprocessors
+};
+
+}  // namespace gpuxfer

@@ -1,0 +1,14 @@
+/// @file gpuxfer.hpp
+/// @brief Everything gpuxfer offers, in one include.
+#pragma once
+
+#include <gpuxfer/device_info.hpp>
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/inter_gpu_transfer.hpp>
+#include <gpuxfer/multi_gpu_manager.hpp>
+#include <gpuxfer/options.hpp>
+#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/pinned_pool.hpp>
+#include <gpuxfer/transfer_handle.hpp>
+#include <gpuxfer/version.hpp>

@@ -1,0 +1,68 @@
+/// @file options.hpp
+/// @brief Configuration of a MultiGpuManager, and its GPUXFER_* environment variables.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuxfer {
+
+/// Settings of a MultiGpuManager. Every field has an environment variable that sets its default
+/// (Options::from_env); a value set in code wins over the environment.
+///
+/// | field | variable | example |
+/// |---|---|---|
+/// | devices | GPUXFER_DEVICES | `0,1` (CUDA ordinals after CUDA_VISIBLE_DEVICES) |
+/// | min_devices | GPUXFER_MIN_DEVICES | `0` |
+/// | enable_peer_access | GPUXFER_PEER_ACCESS | `0` / `1` / `off` / `on` |
+/// | enable_nccl | GPUXFER_NCCL | `0` / `1` |
+/// | pool_limit_bytes | GPUXFER_POOL_LIMIT | `4GiB`, `512M`, `1048576` |
+/// | chunk_bytes | GPUXFER_CHUNK_BYTES | `8MiB` |
+/// | host_threads | GPUXFER_HOST_THREADS | `8` |
+struct Options {
+  /// CUDA ordinals to use, in this order; empty means every visible device.
+  std::vector<int> devices;
+  /// Fewer usable devices than this makes MultiGpuManager::create throw Errc::no_device. 0 is allowed:
+  /// the manager then has whatever devices exist, possibly none.
+  int min_devices = 1;
+  /// Enable peer access between every pair of devices that supports it.
+  bool enable_peer_access = true;
+  /// Use NCCL for device-rooted broadcasts when it is available.
+  bool enable_nccl = true;
+  /// Upper bound on pinned host memory held by the staging pool (in use plus cached).
+  std::size_t pool_limit_bytes = std::size_t{16} << 30;
+  /// Chunk size of the pipelined paths (host staging, scatter/all-gather broadcast).
+  std::size_t chunk_bytes = std::size_t{8} << 20;
+  /// Threads that copy between pageable and pinned host memory.
+  unsigned host_threads = 8;
+
+  /// Built-in defaults overridden by the GPUXFER_* variables of the process environment.
+  /// @throws Error(Errc::invalid_option) naming the variable when a value does not parse or is out of range
+  [[nodiscard]] static Options from_env();
+
+  /// Throws Error(Errc::invalid_option) naming the field when a value is out of range.
+  void validate() const;
+};
+
+/// Looks up an environment variable; returns nullopt when it is unset.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+/// @p base with every GPUXFER_* variable that @p lookup finds applied, then validated.
+/// @throws Error(Errc::invalid_option) naming the variable and its value
+[[nodiscard]] Options apply_env(Options base, const EnvLookup& lookup);
+
+/// Parses a byte count: a plain integer or one with a suffix K, M, G, T (powers of 1024; "KiB", "KB"
+/// and "k" mean the same). @throws Error(Errc::invalid_option) on anything else or on overflow
+[[nodiscard]] std::size_t parse_size(std::string_view text);
+
+/// Parses 1/0, on/off, true/false, yes/no (any case). @throws Error(Errc::invalid_option)
+[[nodiscard]] bool parse_bool(std::string_view text);
+
+/// Parses a comma-separated list of non-negative integers ("0,1,3"). @throws Error(Errc::invalid_option)
+[[nodiscard]] std::vector<int> parse_device_list(std::string_view text);
+
+}  // namespace gpuxfer

@@ -1,0 +1,56 @@
+/// @file pinned_pool.hpp
+/// @brief The cache of pinned (page-locked) host memory that every staged transfer draws from.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+namespace gpuxfer {
+
+class HostBuffer;
+
+namespace detail {
+struct PoolState;
+}
+
+/// Counters of a PinnedPool, all in bytes except the counts.
+struct PoolStats {
+  std::size_t in_use = 0;        ///< leased out now (HostBuffers alive, staging chunks in flight)
+  std::size_t cached = 0;        ///< allocated and idle, ready for reuse
+  std::size_t pending = 0;       ///< given back but still waiting for the GPU work that touches it
+  std::size_t peak_in_use = 0;   ///< highest in_use seen
+  std::size_t limit = 0;         ///< the pool's byte limit (in use + cached + pending)
+  std::size_t allocations = 0;   ///< cudaHostAlloc calls made so far
+  std::size_t reuses = 0;        ///< leases served from the cache
+};
+
+/// Pinned host memory (cudaHostAlloc, portable), cached and reused across calls so that no transfer
+/// pays for page-locking after warm-up. Thread-safe. Blocks are rounded up to size classes at most 1/8
+/// larger than asked for. A block given back with an event returns to the cache only once that event has
+/// completed, so the GPU never touches memory that another lease owns.
+class PinnedPool {
+ public:
+  /// A pool that holds at most @p limit_bytes of pinned memory.
+  explicit PinnedPool(std::size_t limit_bytes);
+  ~PinnedPool();
+  PinnedPool(const PinnedPool&) = delete;
+  PinnedPool& operator=(const PinnedPool&) = delete;
+
+  /// Leases @p bytes of pinned memory (0 gives an empty buffer). Reuses a cached block when one fits,
+  /// frees idle blocks when the limit would be passed, and allocates otherwise.
+  /// @throws Error(Errc::out_of_memory) when in-use bytes plus @p bytes exceed the limit or cudaHostAlloc fails
+  [[nodiscard]] HostBuffer acquire(std::size_t bytes);
+
+  /// Frees every cached block (not leased ones, not pending ones whose GPU work is still running).
+  void trim();
+
+  /// A snapshot of the counters.
+  [[nodiscard]] PoolStats stats() const;
+
+ private:
+  std::shared_ptr<detail::PoolState> state_;
+};
+
+}  // namespace gpuxfer

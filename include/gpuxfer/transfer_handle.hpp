@@ -1,0 +1,53 @@
+/// @file transfer_handle.hpp
+/// @brief Completion handles of asynchronous transfers: event-based, no thread per operation.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <gpuxfer/host_buffer.hpp>
+
+namespace gpuxfer {
+
+namespace detail {
+struct Completion;
+}
+
+/// Completion of a queued transfer. Move-only. Destroying a handle that was never waited on does not
+/// block and loses nothing: the staging memory it holds returns to the pool only once the GPU is done.
+class TransferHandle {
+ public:
+  TransferHandle() noexcept;
+  explicit TransferHandle(std::unique_ptr<detail::Completion> completion) noexcept;
+  ~TransferHandle();
+  TransferHandle(TransferHandle&&) noexcept;
+  TransferHandle& operator=(TransferHandle&&) noexcept;
+  TransferHandle(const TransferHandle&) = delete;
+  TransferHandle& operator=(const TransferHandle&) = delete;
+
+  /// True when every copy of the transfer has completed (or there was nothing to do). Never blocks.
+  /// @throws Error(Errc::device_fault / Errc::cuda_error) when the transfer failed
+  [[nodiscard]] bool ready() const;
+  /// Blocks until the transfer has completed. @throws Error as ready() does
+  void wait();
+
+ protected:
+  std::unique_ptr<detail::Completion> completion_;
+};
+
+/// Completion of InterGpuTransfer::gather: one HostBuffer per source device, ascending, the
+/// destination skipped, empty where nothing was registered.
+class GatherHandle : public TransferHandle {
+ public:
+  GatherHandle() noexcept = default;
+  GatherHandle(std::unique_ptr<detail::Completion> completion, std::vector<HostBuffer> results) noexcept;
+
+  /// Waits, then hands the buffers over. Call once: a second call returns an empty vector.
+  /// @throws Error as wait() does
+  [[nodiscard]] std::vector<HostBuffer> get();
+
+ private:
+  std::vector<HostBuffer> results_;
+};
+
+}  // namespace gpuxfer

@@ -32,9 +32,12 @@ class Error : public std::runtime_error {
 
   /// The error code.
   [[nodiscard]] Errc code() const noexcept { return code_; }
+  /// The message without the "gpuxfer <code>: " prefix that what() carries.
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
 
  private:
   Errc code_;
+  std::string message_;
 };
 
 }  // namespace gpuxfer

@@ -7,8 +7,6 @@
 #include <span>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
 namespace gpuxfer {
 
 namespace detail {
@@ -38,15 +36,15 @@ class HostBuffer {
   /// A copy of the payload in ordinary memory.
   [[nodiscard]] std::vector<std::byte> to_vector() const { return {data_, data_ + size_}; }
 
-  /// Gives the block back now. When @p pending_work is not null, the block returns to the cache only
-  /// after that event has completed (GPU work still reading or writing it).
-  void reset(cudaEvent_t pending_work = nullptr) noexcept;
+  /// Gives the block back to its pool now; the buffer becomes empty.
+  void reset() noexcept;
 
   /// Shrinks the payload size to @p bytes (never grows it; the block keeps its capacity).
   void shrink(std::size_t bytes) noexcept { size_ = bytes < size_ ? bytes : size_; }
 
  private:
   friend class PinnedPool;
+  friend struct detail::PoolState;
   HostBuffer(std::shared_ptr<detail::PoolState> pool, std::byte* block, std::size_t block_bytes,
              std::size_t size) noexcept
       : pool_(std::move(pool)), data_(block), block_bytes_(block_bytes), size_(size) {}

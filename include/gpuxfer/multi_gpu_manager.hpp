@@ -28,7 +28,7 @@ class MultiGpuManager {
   /// Options::enable_peer_access) and creates copy streams.
   /// @throws Error(Errc::invalid_option) for invalid options
   /// @throws Error(Errc::no_device) with the CUDA reason when fewer than Options::min_devices are usable
-  /// @throws Error(Errc::invalid_buffer) when Options::devices names an ordinal that does not exist
+  /// @throws Error(Errc::invalid_option) when Options::devices names an ordinal that does not exist
   [[nodiscard]] static std::shared_ptr<MultiGpuManager> create(Options options = Options::from_env());
 
   ~MultiGpuManager();

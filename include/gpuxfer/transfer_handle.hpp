@@ -40,14 +40,13 @@ class TransferHandle {
 class GatherHandle : public TransferHandle {
  public:
   GatherHandle() noexcept = default;
-  GatherHandle(std::unique_ptr<detail::Completion> completion, std::vector<HostBuffer> results) noexcept;
+  /// Takes a completion whose results hold the gathered buffers; not for users.
+  explicit GatherHandle(std::unique_ptr<detail::Completion> completion) noexcept
+      : TransferHandle(std::move(completion)) {}
 
   /// Waits, then hands the buffers over. Call once: a second call returns an empty vector.
   /// @throws Error as wait() does
   [[nodiscard]] std::vector<HostBuffer> get();
-
- private:
-  std::vector<HostBuffer> results_;
 };
 
 }  // namespace gpuxfer

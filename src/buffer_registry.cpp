@@ -1,0 +1,87 @@
+#include "buffer_registry.hpp"
+
+#include <string>
+
+#include <gpuxfer/error.hpp>
+
+#include "cuda_check.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+std::string describe(const void* ptr, std::size_t size) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", ptr);
+  return std::string("pointer ") + text + " (" + std::to_string(size) + " bytes)";
+}
+
+}  // namespace
+
+AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, const void* ptr,
+                                   std::size_t size, const char* what) {
+  check_index(impl, index, what);
+  const std::string who = std::string(what) + " on " + device_name(impl, index) + ": " + describe(ptr, size);
+  if (ptr == nullptr) throw Error(Errc::invalid_buffer, who + " is null");
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(err == cudaErrorInvalidValue ? Errc::invalid_buffer : errc_for(err),
+                who + ": cudaPointerGetAttributes failed: " + cudaGetErrorName(err));
+  }
+  if (attr.type == cudaMemoryTypeHost) throw Error(Errc::invalid_buffer, who + " is pinned host memory, not device memory");
+  if (attr.type == cudaMemoryTypeUnregistered) {
+    throw Error(Errc::invalid_buffer, who + " is not memory CUDA knows (pageable host memory, or freed)");
+  }
+  if (attr.device != impl.ordinal(index)) {
+    throw Error(Errc::invalid_buffer, who + " belongs to CUDA ordinal " + std::to_string(attr.device) +
+                                          ", not " + std::to_string(impl.ordinal(index)));
+  }
+  AddressRange range;
+  if (!address_range(ptr, range)) {
+    throw Error(Errc::invalid_buffer, who + ": the driver knows no allocation at this address");
+  }
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::size_t room = range.base + range.size - begin;
+  if (size > room) {
+    throw Error(Errc::invalid_buffer, who + " passes the end of its allocation: only " + std::to_string(room) +
+                                          " bytes from the pointer to the end");
+  }
+  return range;
+}
+
+void recheck(const ManagerImpl& impl, std::size_t index, const Registration& reg) {
+  AddressRange now;
+  if (!address_range(reg.ptr, now) || now.base != reg.allocation.base || now.size != reg.allocation.size) {
+    throw Error(Errc::invalid_buffer, "the buffer registered on " + device_name(impl, index) + " (" +
+                                          describe(reg.ptr, reg.size) +
+                                          ") was freed or reallocated since set_device_buffer; register it again");
+  }
+}
+
+void BufferRegistry::set(std::size_t index, Registration reg) {
+  std::lock_guard lock(mutex_);
+  slots_[index] = std::move(reg);
+}
+
+void BufferRegistry::clear(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  slots_[index].reset();
+}
+
+std::optional<Registration> BufferRegistry::get(std::size_t index) const {
+  std::lock_guard lock(mutex_);
+  return slots_[index];
+}
+
+std::vector<std::optional<Registration>> BufferRegistry::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return slots_;
+}
+
+void BufferRegistry::set_ready(std::size_t index, const void* ptr, SharedEvent ready) {
+  std::lock_guard lock(mutex_);
+  if (slots_[index] && slots_[index]->ptr == ptr) slots_[index]->ready = std::move(ready);
+}
+
+}  // namespace gpuxfer::detail

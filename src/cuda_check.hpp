@@ -1,0 +1,55 @@
+// Checked CUDA and NCCL calls: every failure becomes a gpuxfer::Error naming the call, file:line, the
+// error's name and text, and the caller's context (device index, sizes).
+#pragma once
+
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::detail {
+
+/// The Errc a CUDA error maps to: device_fault for sticky errors, out_of_memory, else cuda_error.
+[[nodiscard]] Errc errc_for(cudaError_t err) noexcept;
+
+/// True for errors that leave the context unusable (illegal address, launch failure, ...).
+[[nodiscard]] bool is_sticky(cudaError_t err) noexcept;
+
+[[noreturn]] void throw_cuda(cudaError_t err, const char* expr, const char* file, int line,
+                             const std::string& context);
+
+[[noreturn]] void throw_nccl(int result, const char* expr, const char* file, int line,
+                             const std::string& context);
+
+[[noreturn]] inline void fail(Errc code, const std::string& message) { throw Error(code, message); }
+
+}  // namespace gpuxfer::detail
+
+/// Checks a CUDA call; on failure throws gpuxfer::Error with the call, file:line and error name.
+#define GPUXFER_CUDA_TRY(call) GPUXFER_CUDA_TRY_CTX(call, std::string{})
+
+/// As GPUXFER_CUDA_TRY, adding @p context (a std::string naming the device, sizes) to the message.
+#define GPUXFER_CUDA_TRY_CTX(call, context)                                                 \
+  do {                                                                                      \
+    const cudaError_t gpuxfer_err_ = (call);                                                \
+    if (gpuxfer_err_ != cudaSuccess) {                                                      \
+      ::gpuxfer::detail::throw_cuda(gpuxfer_err_, #call, __FILE__, __LINE__, (context));    \
+    }                                                                                       \
+  } while (0)
+
+/// Checks an NCCL call (ncclResult_t); on failure throws gpuxfer::Error(Errc::nccl_error).
+#define GPUXFER_NCCL_TRY_CTX(call, context)                                                 \
+  do {                                                                                      \
+    const auto gpuxfer_res_ = (call);                                                       \
+    if (gpuxfer_res_ != ncclSuccess) {                                                      \
+      ::gpuxfer::detail::throw_nccl(static_cast<int>(gpuxfer_res_), #call, __FILE__,        \
+                                    __LINE__, (context));                                   \
+    }                                                                                       \
+  } while (0)
+
+/// Throws gpuxfer::Error(@p code, @p message) unless @p condition holds.
+#define GPUXFER_EXPECTS(condition, code, message)                                           \
+  do {                                                                                      \
+    if (!(condition)) ::gpuxfer::detail::fail((code), (message));                           \
+  } while (0)

@@ -1,0 +1,72 @@
+// RAII owners of CUDA handles: a device guard, streams and events. Move-only; destructors never throw.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+namespace gpuxfer::detail {
+
+/// Makes @p device current for the guard's lifetime and restores the caller's device afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+/// A non-blocking stream owned on one device.
+class Stream {
+ public:
+  Stream() noexcept = default;
+  /// Creates a cudaStreamNonBlocking stream on @p device. @throws Error on failure
+  explicit Stream(int device);
+  ~Stream();
+  Stream(Stream&& other) noexcept
+      : device_(other.device_), stream_(std::exchange(other.stream_, nullptr)) {}
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
+  [[nodiscard]] int device() const noexcept { return device_; }
+
+ private:
+  int device_ = -1;
+  cudaStream_t stream_ = nullptr;
+};
+
+/// An event without timing, owned on one device.
+class Event {
+ public:
+  /// Creates the event on @p device. @throws Error on failure
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  [[nodiscard]] cudaEvent_t get() const noexcept { return event_; }
+  [[nodiscard]] int device() const noexcept { return device_; }
+  /// Records the event on @p stream (a stream of the same device). @throws Error on failure
+  void record(cudaStream_t stream);
+
+ private:
+  int device_ = -1;
+  cudaEvent_t event_ = nullptr;
+};
+
+using SharedEvent = std::shared_ptr<Event>;
+
+/// A new event on @p device, recorded on @p stream.
+[[nodiscard]] SharedEvent record_event(int device, cudaStream_t stream);
+
+/// Makes @p stream wait for @p event on the GPU (no host blocking); a null event is a no-op.
+void stream_wait(cudaStream_t stream, const SharedEvent& event);
+
+}  // namespace gpuxfer::detail

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gpuxfer/error.hpp>
 
@@ -50,6 +51,11 @@ void apply_var(const EnvLookup& lookup, const char* name, Parse parse) {
 }
 
 }  // namespace
+
+unsigned default_host_threads() noexcept {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp(cores / 2, 1U, 16U);
+}
 
 std::size_t parse_size(std::string_view text) {
   const std::string_view t = trim(text);

@@ -11,6 +11,9 @@
 
 namespace gpuxfer {
 
+/// Half the hardware threads, between 1 and 16: host memcpy bandwidth grows up to about 16 threads.
+[[nodiscard]] unsigned default_host_threads() noexcept;
+
 /// Settings of a MultiGpuManager. Every field has an environment variable that sets its default
 /// (Options::from_env); a value set in code wins over the environment.
 ///
@@ -37,8 +40,8 @@ struct Options {
   std::size_t pool_limit_bytes = std::size_t{16} << 30;
   /// Chunk size of the pipelined paths (host staging, scatter/all-gather broadcast).
   std::size_t chunk_bytes = std::size_t{8} << 20;
-  /// Threads that copy between pageable and pinned host memory.
-  unsigned host_threads = 8;
+  /// Threads that copy between pageable and pinned host memory (the calling thread counted).
+  unsigned host_threads = default_host_threads();
 
   /// Built-in defaults overridden by the GPUXFER_* variables of the process environment.
   /// @throws Error(Errc::invalid_option) naming the variable when a value does not parse or is out of range

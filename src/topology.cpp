@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 
 #include <cuda_runtime_api.h>
@@ -39,7 +40,12 @@ int numa_node_of(const std::string& bus_id) noexcept {
     if (const auto colon = id.find(':'); colon != std::string::npos && colon > 4) id.erase(0, colon - 4);
     std::ifstream in("/sys/bus/pci/devices/" + id + "/numa_node");
     int node = -1;
-    if (in >> node) return node;
+    if (in >> node && node >= 0) return node;
+    // -1 from sysfs means "no affinity": on a host with one NUMA node that node is the answer.
+    std::error_code ec;
+    const bool node0 = std::filesystem::exists("/sys/devices/system/node/node0", ec);
+    const bool node1 = std::filesystem::exists("/sys/devices/system/node/node1", ec);
+    if (node0 && !node1) return 0;
   } catch (...) {
   }
   return -1;

@@ -61,6 +61,9 @@ void TransferHandle::wait() {
   if (completion_) completion_->wait();
 }
 
+GatherHandle::GatherHandle(std::unique_ptr<detail::Completion> completion) noexcept
+    : TransferHandle(std::move(completion)) {}
+
 std::vector<HostBuffer> GatherHandle::get() {
   if (!completion_) return {};
   completion_->wait();

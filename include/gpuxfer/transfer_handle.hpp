@@ -41,8 +41,7 @@ class GatherHandle : public TransferHandle {
  public:
   GatherHandle() noexcept = default;
   /// Takes a completion whose results hold the gathered buffers; not for users.
-  explicit GatherHandle(std::unique_ptr<detail::Completion> completion) noexcept
-      : TransferHandle(std::move(completion)) {}
+  explicit GatherHandle(std::unique_ptr<detail::Completion> completion) noexcept;
 
   /// Waits, then hands the buffers over. Call once: a second call returns an empty vector.
   /// @throws Error as wait() does

@@ -1,0 +1,53 @@
+/// @file commands.hpp
+/// @brief The subcommands of the `gpuxfer` tool, one function each; main.cpp parses and dispatches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <gpuxfer/multi_gpu_manager.hpp>
+#include <gpuxfer/options.hpp>
+
+namespace gpuxfer::cli {
+
+/// Exit code of `check` when the machine has no usable CUDA device.
+inline constexpr int exit_no_device = 2;
+
+/// A manager over whatever devices the environment selects (GPUXFER_* variables apply), possibly none:
+/// the subcommands report "no device" themselves instead of failing in create().
+inline std::shared_ptr<MultiGpuManager> open_manager() {
+  Options options = Options::from_env();
+  options.min_devices = 0;
+  return MultiGpuManager::create(std::move(options));
+}
+
+/// Why there is no device, never empty.
+inline std::string no_device_reason(const MultiGpuManager& manager) {
+  return manager.device_status().empty() ? std::string("no device visible") : manager.device_status();
+}
+
+struct TopoArgs {
+  bool json = false;  ///< print JSON instead of tables
+};
+
+struct CheckArgs {
+  std::string size = "64MiB";  ///< bytes per device, as gpuxfer::parse_size reads it
+  std::uint64_t seed = 1;      ///< run seed of the data patterns
+};
+
+struct ResourceSpecArgs {
+  std::string output;  ///< file to write; empty means stdout
+};
+
+/// Prints the devices, the link matrix and NCCL's state. Returns the exit code (0, also with no device).
+int run_topo(const TopoArgs& args);
+
+/// Runs every operation on every path with verification; PASS/FAIL/SKIP per path. Returns 0 when nothing
+/// failed, 1 when something did, exit_no_device without a device.
+int run_check(const CheckArgs& args);
+
+/// Writes a ctest resource spec with one "gpus" resource per visible device. Returns the exit code.
+int run_resource_spec(const ResourceSpecArgs& args);
+
+}  // namespace gpuxfer::cli

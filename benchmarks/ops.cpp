@@ -1,0 +1,98 @@
+#include "ops.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <nccl.h>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::bench {
+
+const char* to_string(Kind kind) noexcept {
+  switch (kind) {
+    case Kind::ceiling:
+      return "ceiling";
+    case Kind::gpuxfer:
+      return "gpuxfer";
+    case Kind::naive:
+      return "naive";
+    case Kind::baseline:
+      return "baseline";
+  }
+  return "?";
+}
+
+std::size_t bytes_all_devices(std::size_t size, std::size_t devices) { return size * devices; }
+
+std::size_t bytes_payload(std::size_t size, std::size_t /*devices*/) { return size; }
+
+std::optional<std::string> needs_two_devices(Bench& b) {
+  if (b.devices() >= 2) return std::nullopt;
+  return "needs 2 devices, " + std::to_string(b.devices()) + " under test";
+}
+
+std::optional<std::string> needs_peer_access(Bench& b) {
+  if (auto two = needs_two_devices(b)) return two;
+  if (b.manager().peer_enabled(0, 1)) return std::nullopt;
+  return std::string("no peer access between devices 0 and 1 (link ") +
+         std::string(to_string(b.manager().link(0, 1))) + ")";
+}
+
+std::optional<std::string> needs_nccl(Bench& b) {
+  if (auto two = needs_two_devices(b)) return two;
+  if (!b.manager().nccl_available()) {
+    return std::string("NCCL is ") +
+           (b.manager().options().enable_nccl ? "not available" : "disabled (GPUXFER_NCCL)");
+  }
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return std::string("ncclGetVersion failed");
+  return std::nullopt;
+}
+
+const std::vector<OpSpec>& all_ops() {
+  static const std::vector<OpSpec> ops = [] {
+    std::vector<OpSpec> all;
+    for (auto family : {ceiling_ops, gather_ops, copy_ops, broadcast_ops, small_gather_ops}) {
+      for (OpSpec& op : family()) all.push_back(std::move(op));
+    }
+    return all;
+  }();
+  return ops;
+}
+
+std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names) {
+  const std::vector<OpSpec>& ops = all_ops();
+  auto find = [&](const std::string& name) -> const OpSpec* {
+    for (const OpSpec& op : ops) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  std::set<std::string> wanted;
+  std::vector<std::string> todo = names;
+  if (todo.empty()) {
+    for (const OpSpec& op : ops) todo.push_back(op.name);
+  }
+  while (!todo.empty()) {
+    const std::string name = todo.back();
+    todo.pop_back();
+    const OpSpec* op = find(name);
+    if (op == nullptr) {
+      std::string known;
+      for (const OpSpec& o : ops) known += (known.empty() ? "" : ",") + o.name;
+      throw Error(Errc::invalid_option, "--ops: unknown operation '" + name + "'; known: " + known);
+    }
+    if (wanted.insert(name).second) {
+      for (const std::string& c : op->ceiling) todo.push_back(c);
+      if (!op->bound.empty()) todo.push_back(op->bound);
+    }
+  }
+  std::vector<const OpSpec*> selected;
+  for (const OpSpec& op : ops) {
+    if (wanted.count(op.name) != 0) selected.push_back(&op);
+  }
+  return selected;
+}
+
+}  // namespace gpuxfer::bench

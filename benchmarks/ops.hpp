@@ -1,0 +1,71 @@
+// The operations the bench knows: what each times, how its bytes are counted, what its ceiling is, when
+// it cannot run, and its target from issue 3. Each family of operations lives in its own file.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "timing.hpp"
+
+namespace gpuxfer::bench {
+
+/// What an operation's numbers are: a ceiling (raw CUDA/NCCL/memcpy, the best the hardware gives), one
+/// of gpuxfer's operations, the seed's naive way, or another baseline users would write.
+enum class Kind { ceiling, gpuxfer, naive, baseline };
+
+[[nodiscard]] const char* to_string(Kind kind) noexcept;
+
+struct OpSpec {
+  std::string name{};
+  Kind kind = Kind::gpuxfer;
+  /// One line: what one sample times.
+  std::string what{};
+  /// How bytes are counted, in words ("size x devices").
+  std::string bytes_rule{};
+  /// Bytes counted for GB/s at per-device @p size with @p devices devices.
+  std::size_t (*bytes)(std::size_t size, std::size_t devices) = nullptr;
+  /// Operations whose GB/s at the same size is the ceiling (the lowest of them); empty: none.
+  std::vector<std::string> ceiling{};
+  /// A further limit shown beside the ratio (not in it): the host memcpy rate for pageable paths.
+  std::string bound{};
+  /// Runs at this size only (latency probes, small buffers); 0: at every size of the run.
+  std::size_t fixed_size = 0;
+  /// Why the operation cannot run on this machine, or nullopt.
+  std::optional<std::string> (*waive)(Bench&) = nullptr;
+  /// Measures the operation at per-device @p size; nullopt when it cannot run (see waived_note).
+  std::optional<Stats> (*run)(Bench&, std::size_t size) = nullptr;
+  /// Why, when run() returns nullopt.
+  std::string waived_note{};
+  /// Issue 3's target for ratio = GB/s / ceiling GB/s at the headline size (>=), if any.
+  std::optional<double> target{};
+  /// The headline shows time / ceiling time (a latency, which must stay <= target) instead of the ratio.
+  bool time_target = false;
+};
+
+/// Byte counting rules.
+[[nodiscard]] std::size_t bytes_all_devices(std::size_t size, std::size_t devices);  // size x devices
+[[nodiscard]] std::size_t bytes_payload(std::size_t size, std::size_t devices);      // size
+
+/// Waivers shared by the families.
+[[nodiscard]] std::optional<std::string> needs_two_devices(Bench& b);
+[[nodiscard]] std::optional<std::string> needs_peer_access(Bench& b);
+[[nodiscard]] std::optional<std::string> needs_nccl(Bench& b);
+
+/// The families, each in its file, in the order they run.
+[[nodiscard]] std::vector<OpSpec> ceiling_ops();       // ceilings.cpp
+[[nodiscard]] std::vector<OpSpec> gather_ops();        // gather_ops.cpp
+[[nodiscard]] std::vector<OpSpec> copy_ops();          // copy_ops.cpp
+[[nodiscard]] std::vector<OpSpec> broadcast_ops();     // broadcast_ops.cpp
+[[nodiscard]] std::vector<OpSpec> small_gather_ops();  // small_gather.cpp
+
+/// Every operation, in run order: every ceiling comes before the operations measured against it.
+[[nodiscard]] const std::vector<OpSpec>& all_ops();
+
+/// The operations named in @p names plus, recursively, their ceilings, in run order; all of them when
+/// @p names is empty. @throws Error(Errc::invalid_option) naming an unknown operation and the known ones
+[[nodiscard]] std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names);
+
+}  // namespace gpuxfer::bench

@@ -1,0 +1,315 @@
+#include "report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+
+#include <gpuxfer/version.hpp>
+
+namespace gpuxfer::bench {
+namespace {
+
+using json_t = nlohmann::ordered_json;
+
+constexpr std::size_t headline_bytes = std::size_t{256} << 20;
+
+constexpr const char* convention =
+    "GB/s = bytes / time / 1e9. bytes: gathers = size per device x devices (total bytes moved); broadcasts = "
+    "the payload size (bytes / time); copies = size. ratio = GB/s / ceiling GB/s at the same size, same run. "
+    "time: gpuxfer and naive operations by steady_clock around the blocking call; raw ceilings by CUDA "
+    "events, "
+    "streams held behind a spin kernel until every copy is queued; median of the samples.";
+
+std::string fixed(double v, int digits) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
+}
+
+std::string opt(const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : "-"; }
+
+json_t opt_json(const std::optional<double>& v) { return v ? json_t(*v) : json_t(); }
+
+std::string target_text(const OpSpec& op) {
+  if (!op.target) return "-";
+  if (op.time_target) return "time <= " + fixed(1.0 / *op.target, 2) + " x";
+  return ">= " + fixed(*op.target, 2);
+}
+
+}  // namespace
+
+std::string ceiling_name(const OpSpec& op) {
+  std::string names;
+  for (const std::string& c : op.ceiling) names += (names.empty() ? "" : ", ") + c;
+  return op.ceiling.size() > 1 ? "min(" + names + ")" : names;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  const bool whole = value == static_cast<double>(static_cast<std::size_t>(value));
+  return fixed(value, whole ? 0 : 1) + " " + units[unit];
+}
+
+Report::Report(std::ostream& out, std::size_t devices, std::vector<std::size_t> sizes)
+    : out_(out), devices_(devices), sizes_(std::move(sizes)) {}
+
+void Report::header(const RunnerInfo& info, const BenchOptions& options,
+                    const std::vector<const OpSpec*>& ops) {
+  out_ << "# gpuxfer-bench " << version_string << ", " << info.date << '\n';
+  out_ << "# devices: " << info.ordinals.size();
+  for (std::size_t d = 0; d < info.ordinals.size(); ++d) {
+    out_ << (d == 0 ? ": " : ", ") << "[" << d << "] ordinal " << info.ordinals[d] << " " << info.names[d]
+         << " (" << info.pci_bus_ids[d] << ")";
+  }
+  out_ << '\n';
+  for (std::size_t a = 0; a < info.links.size(); ++a) {
+    for (std::size_t b = a + 1; b < info.links.size(); ++b)
+      out_ << "# link " << a << "-" << b << ": " << info.links[a][b] << '\n';
+  }
+  out_ << "# NCCL " << info.nccl_version << ", CUDA runtime " << info.cuda_runtime << ", driver "
+       << info.cuda_driver << "; gpuxfer host_threads " << info.host_threads << ", chunk "
+       << format_bytes(info.chunk_bytes) << '\n';
+  out_ << "# sizes per device: " << format_bytes(sizes_.front()) << " .. " << format_bytes(sizes_.back())
+       << " (" << sizes_.size() << " sizes); warm-up " << options.warmup << ", median of " << options.iters
+       << " samples; every sample's data verified (pattern per device and sample, destinations poisoned)\n";
+  out_ << "# " << convention << '\n';
+  out_ << "# operations:";
+  for (const OpSpec* op : ops) out_ << ' ' << op->name;
+  out_ << '\n';
+}
+
+void Report::begin(const OpSpec& op) {
+  if (std::find(ops_.begin(), ops_.end(), &op) == ops_.end()) ops_.push_back(&op);
+  pending_ = &op;
+}
+
+void Report::print_header(const OpSpec& op) {
+  if (pending_ != &op) return;
+  pending_ = nullptr;
+  out_ << "#\n# " << op.name << " [" << to_string(op.kind) << "]: " << op.what << '\n';
+  out_ << "#   bytes = " << op.bytes_rule;
+  if (!op.ceiling.empty()) out_ << "; ceiling = " << ceiling_name(op);
+  if (op.target) out_ << "; target " << target_text(op);
+  out_ << '\n';
+  char line[160];
+  std::snprintf(line, sizeof line, "# %12s %13s %12s %10s %10s %8s %8s\n", "size", "bytes", "time(us)",
+                "GB/s", "ceiling", "ratio", "#wrong");
+  out_ << line;
+}
+
+const Row* Report::find(const std::string& op, std::size_t size) const {
+  for (const Row& r : rows_) {
+    if (r.op->name == op && r.size == size) return &r;
+  }
+  return nullptr;
+}
+
+void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
+  Row row;
+  row.op = &op;
+  row.size = size;
+  row.bytes = op.bytes(size, devices_);
+  row.stats = stats;
+  row.gbps = stats.median_s > 0 ? static_cast<double>(row.bytes) / stats.median_s / 1e9 : 0;
+  if (!op.ceiling.empty()) {
+    row.ceiling_op = ceiling_name(op);
+    std::optional<double> lowest;
+    bool all = true;
+    for (const std::string& c : op.ceiling) {
+      const Row* ref = find(c, size);
+      all = all && ref != nullptr && ref->gbps > 0;
+      if (all) lowest = lowest ? std::min(*lowest, ref->gbps) : ref->gbps;
+    }
+    if (all && lowest) {
+      row.ceiling = lowest;
+      row.ratio = row.gbps / *lowest;
+    }
+  }
+  if (!op.bound.empty()) {
+    if (const Row* b = find(op.bound, size)) row.bound = b->gbps;
+  }
+  wrong_ += stats.wrong;
+  print_header(op);
+  char line[200];
+  std::snprintf(line, sizeof line, "  %12zu %13zu %12.2f %10.2f %10s %8s %8zu%s\n", size, row.bytes,
+                stats.median_s * 1e6, row.gbps, opt(row.ceiling, 2).c_str(), opt(row.ratio, 3).c_str(),
+                stats.wrong, stats.wrong != 0 ? "  WRONG DATA" : "");
+  out_ << line;
+  rows_.push_back(std::move(row));
+}
+
+void Report::waive(const OpSpec& op, const std::string& why) {
+  if (std::find(ops_.begin(), ops_.end(), &op) == ops_.end()) ops_.push_back(&op);
+  waived_.emplace_back(op.name, why);
+  if (pending_ == &op) pending_ = nullptr;
+  out_ << "#\n# " << op.name << ": waived: " << why << '\n';
+}
+
+void Report::fail(const OpSpec& op, std::size_t size, const std::string& what) {
+  ++failures_;
+  print_header(op);
+  failed_.emplace_back(op.name, format_bytes(size) + ": " + what);
+  out_ << "# " << op.name << " at " << format_bytes(size) << ": FAILED: " << what << '\n';
+}
+
+std::size_t Report::headline_size() const {
+  return std::find(sizes_.begin(), sizes_.end(), headline_bytes) != sizes_.end() ? headline_bytes
+                                                                                 : sizes_.back();
+}
+
+const Row* Report::headline_row(const OpSpec& op) const {
+  return find(op.name, op.fixed_size != 0 ? op.fixed_size : headline_size());
+}
+
+void Report::end(const OpSpec& op) {
+  if (pending_ == &op) pending_ = nullptr;  // nothing was measured: waived or failed before any row
+  std::size_t wrong = 0;
+  for (const Row& r : rows_) {
+    if (r.op == &op) wrong += r.stats.wrong;
+  }
+  const Row* r = headline_row(op);
+  out_ << "# " << op.name << ": ";
+  if (r == nullptr) {
+    out_ << "no result at " << format_bytes(op.fixed_size != 0 ? op.fixed_size : headline_size()) << '\n';
+    return;
+  }
+  out_ << format_bytes(r->size) << (op.fixed_size != 0 ? "" : " per device") << ": " << fixed(r->gbps, 2)
+       << " GB/s, " << fixed(r->stats.median_s * 1e6, 2) << " us";
+  if (r->ratio) {
+    out_ << " = " << fixed(*r->ratio, 3) << " x " << r->ceiling_op << " (" << fixed(*r->ceiling, 2)
+         << " GB/s)";
+    if (op.target) {
+      const bool met = *r->ratio >= *op.target;
+      out_ << ", target " << target_text(op)
+           << (op.time_target ? " (" + fixed(1.0 / *r->ratio, 2) + " x)" : "") << ": "
+           << (met ? "met" : "BELOW");
+    }
+  }
+  if (r->bound) out_ << "; host memcpy bound (" << op.bound << ") " << fixed(*r->bound, 2) << " GB/s";
+  out_ << "; #wrong " << wrong << '\n';
+}
+
+void Report::finish() {
+  out_ << "#\n# headline at " << format_bytes(headline_size())
+       << " per device (fixed-size operations at their own size): ratio = GB/s / ceiling GB/s\n";
+  char line[200];
+  std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", "op", "ratio", "vs", "target", "");
+  out_ << line;
+  for (const OpSpec* op : ops_) {
+    if (op->kind == Kind::ceiling || op->ceiling.empty()) continue;
+    const Row* r = headline_row(*op);
+    const bool waived =
+        std::any_of(waived_.begin(), waived_.end(), [&](const auto& w) { return w.first == op->name; });
+    std::string status = waived ? "waived" : "no result";
+    if (r != nullptr && r->ratio && op->target) status = *r->ratio >= *op->target ? "met" : "BELOW";
+    if (r != nullptr && r->ratio && !op->target) status = "";
+    std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", op->name.c_str(),
+                  opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(), ceiling_name(*op).c_str(),
+                  target_text(*op).c_str(), status.c_str());
+    out_ << line;
+  }
+  const bool ok = wrong_ == 0 && failures_ == 0;
+  out_ << "# gpuxfer-bench: " << (ok ? "OK" : "FAILED") << ": " << wrong_ << " wrong bytes, " << failures_
+       << " failed, " << waived_.size() << " waived\n";
+}
+
+json_t Report::headline_json() const {
+  json_t ratios = json_t::object();
+  json_t entries = json_t::array();
+  for (const OpSpec* op : ops_) {
+    if (op->kind == Kind::ceiling || op->ceiling.empty()) continue;
+    const Row* r = headline_row(*op);
+    json_t e = {{"op", op->name},
+                {"vs", ceiling_name(*op)},
+                {"size", op->fixed_size != 0 ? op->fixed_size : headline_size()},
+                {"gbps", nullptr},
+                {"ceiling", nullptr},
+                {"ratio", nullptr},
+                {"target", opt_json(op->target)},
+                {"met", nullptr}};
+    if (r != nullptr) {
+      e["gbps"] = r->gbps;
+      e["ceiling"] = opt_json(r->ceiling);
+    }
+    if (r != nullptr && r->ratio) {
+      const double ratio = r->ratio.value();
+      e["ratio"] = ratio;
+      if (op->target) e["met"] = ratio >= op->target.value();
+      if (op->time_target) e["time_x"] = 1.0 / ratio;
+    }
+    if (op->time_target && op->target) e["time_target"] = 1.0 / op->target.value();
+    ratios[op->name] = e["ratio"];
+    entries.push_back(std::move(e));
+  }
+  return {{"size", headline_size()}, {"ratios", ratios}, {"entries", entries}};
+}
+
+json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
+  json_t runner = {{"devices", info.ordinals.size()},
+                   {"ordinals", info.ordinals},
+                   {"names", info.names},
+                   {"pci_bus_ids", info.pci_bus_ids},
+                   {"links", info.links},
+                   {"date", info.date},
+                   {"gpuxfer_version", version_string},
+                   {"nccl_version", info.nccl_version},
+                   {"cuda_runtime", info.cuda_runtime},
+                   {"cuda_driver", info.cuda_driver},
+                   {"host_threads", info.host_threads},
+                   {"chunk_bytes", info.chunk_bytes},
+                   {"iters", options.iters},
+                   {"warmup", options.warmup},
+                   {"sizes", sizes_}};
+  json_t ceilings = json_t::object();
+  json_t results = json_t::array();
+  for (const Row& r : rows_) {
+    const double us = r.stats.median_s * 1e6;
+    if (r.op->kind == Kind::ceiling) {
+      json_t& c = ceilings[r.op->name];
+      if (c.is_null())
+        c = {{"what", r.op->what}, {"bytes_rule", r.op->bytes_rule}, {"rows", json_t::array()}};
+      c["rows"].push_back({{"size", r.size},
+                           {"bytes", r.bytes},
+                           {"time_us", us},
+                           {"gbps", r.gbps},
+                           {"wrong", r.stats.wrong}});
+      continue;
+    }
+    results.push_back({{"op", r.op->name},
+                       {"kind", to_string(r.op->kind)},
+                       {"size", r.size},
+                       {"bytes", r.bytes},
+                       {"time_us", us},
+                       {"min_us", r.stats.min_s * 1e6},
+                       {"max_us", r.stats.max_s * 1e6},
+                       {"gbps", r.gbps},
+                       {"ceiling", opt_json(r.ceiling)},
+                       {"ceiling_op", r.ceiling_op.empty() ? json_t() : json_t(r.ceiling_op)},
+                       {"ratio", opt_json(r.ratio)},
+                       {"bound", opt_json(r.bound)},
+                       {"bound_op", r.op->bound.empty() ? json_t() : json_t(r.op->bound)},
+                       {"wrong", r.stats.wrong},
+                       {"samples", r.stats.samples}});
+  }
+  json_t waived = json_t::array();
+  for (const auto& [op, why] : waived_) waived.push_back({{"op", op}, {"why", why}});
+  json_t failed = json_t::array();
+  for (const auto& [op, what] : failed_) failed.push_back({{"op", op}, {"what", what}});
+  return {{"schema", "gpuxfer-bench/1"},
+          {"convention", convention},
+          {"runner", runner},
+          {"ceilings", ceilings},
+          {"results", results},
+          {"waived", waived},
+          {"failed", failed},
+          {"headline", headline_json()},
+          {"wrong", wrong_}};
+}
+
+}  // namespace gpuxfer::bench

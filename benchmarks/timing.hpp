@@ -1,0 +1,96 @@
+// How the bench times things. gpuxfer's operations are blocking host calls: steady_clock around the call,
+// after warm-up. Raw baselines are timed with CUDA events on the GPU: every stream is held behind a spin
+// kernel until all copies are queued, then released together (nvbandwidth's method). Either way the
+// result is the median of several samples, each verified before it counts.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resources.hpp"
+
+namespace gpuxfer::bench {
+
+/// One timed run of an operation: its duration and the bytes that were wrong when checked after it.
+struct Sample {
+  double seconds = 0;
+  std::size_t wrong = 0;
+};
+
+/// The samples of one operation at one size. Warm-up samples count in #wrong but not in the times.
+struct Stats {
+  double median_s = 0;
+  double min_s = 0;
+  double max_s = 0;
+  std::size_t wrong = 0;
+  int samples = 0;
+};
+
+/// One sample for run number @p run (the seed of its data patterns); nullopt when the operation cannot
+/// run (it is then reported as waived).
+using SampleFn = std::function<std::optional<Sample>(std::uint64_t run)>;
+
+/// Runs @p warmup samples, then @p iters timed ones, numbering runs from @p next_run on (so that every
+/// sample of the whole bench writes different data); the median of the timed ones. @p phase, when set,
+/// is called with false before the warm-up and with true before the timed samples. nullopt when the
+/// first sample says the operation cannot run.
+[[nodiscard]] std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters,
+                                           std::uint64_t& next_run,
+                                           const std::function<void(bool timed)>& phase = {});
+
+/// Seconds that @p fn takes, by steady_clock.
+template <class Fn>
+[[nodiscard]] double host_seconds(Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// A flag in mapped pinned memory that a spin kernel waits on.
+class Gate {
+ public:
+  Gate();
+  /// Queues the spin kernel on @p stream (on its device, which must be current) after re-arming the flag.
+  void hold(cudaStream_t stream);
+  /// Lets the spin kernel finish.
+  void release() noexcept;
+  /// True when the last hold gave up waiting (the host blocked while queueing behind it).
+  [[nodiscard]] bool timed_out() const noexcept;
+
+ private:
+  PinnedMemory flags_;  // [0] release, [1] timed out
+};
+
+/// Times work queued on several devices' streams as one measurement, on the first device's clock.
+class GatedTimer {
+ public:
+  /// @p streams: one stream per device index; they must outlive the timer.
+  explicit GatedTimer(const std::vector<Stream>& streams);
+
+  /// Holds the stream of @p devices.front() behind the gate and records a start event after it; the
+  /// other devices' streams wait for that event. Then @p enqueue queues the work on the streams of
+  /// @p devices; each device's end is joined back into the first stream, the gate is released and the
+  /// time from start to the last end is returned. @throws Error when a CUDA call fails or the gate
+  /// timed out (the measurement would be wrong).
+  [[nodiscard]] double time(const std::vector<std::size_t>& devices, const std::function<void()>& enqueue);
+
+  /// Whether time() holds the streams behind the spin kernel (the default). Warm-up samples run without
+  /// it: the first run of a case may load kernels lazily or set up NCCL connections, which can wait for
+  /// the device to go idle, and the spin kernel would keep it busy until it timed out.
+  void set_gated(bool gated) noexcept { gated_ = gated; }
+
+ private:
+  const std::vector<Stream>& streams_;
+  std::vector<Event> start_;  // per device, timing
+  std::vector<Event> stop_;   // per device, timing
+  std::vector<Event> end_;    // per device, no timing: joined into the first device's stream
+  Gate gate_;
+  bool gated_ = true;
+};
+
+}  // namespace gpuxfer::bench

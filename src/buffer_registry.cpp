@@ -38,6 +38,7 @@ AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, c
                                           ", not " + std::to_string(impl.ordinal(index)));
   }
   AddressRange range;
+  DeviceGuard guard(impl.ordinal(index));
   if (!address_range(ptr, range)) {
     throw Error(Errc::invalid_buffer, who + ": the driver knows no allocation at this address");
   }
@@ -52,6 +53,7 @@ AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, c
 
 void recheck(const ManagerImpl& impl, std::size_t index, const Registration& reg) {
   AddressRange now;
+  DeviceGuard guard(impl.ordinal(index));
   if (!address_range(reg.ptr, now) || now.base != reg.allocation.base || now.size != reg.allocation.size) {
     throw Error(Errc::invalid_buffer, "the buffer registered on " + device_name(impl, index) + " (" +
                                           describe(reg.ptr, reg.size) +

@@ -6,10 +6,10 @@ namespace gpuxfer::detail {
 
 DeviceGuard::DeviceGuard(int device) {
   GPUXFER_CUDA_TRY(cudaGetDevice(&previous_));
-  if (previous_ != device) {
-    GPUXFER_CUDA_TRY_CTX(cudaSetDevice(device), "device ordinal " + std::to_string(device));
-    switched_ = true;
-  }
+  // Set even when it is already the current device: on a thread that has made no CUDA call yet this is
+  // what makes the device's context current, which driver calls (cuMemGetAddressRange) need.
+  GPUXFER_CUDA_TRY_CTX(cudaSetDevice(device), "device ordinal " + std::to_string(device));
+  switched_ = previous_ != device;
 }
 
 DeviceGuard::~DeviceGuard() {

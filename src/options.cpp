@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <gpuxfer/error.hpp>
 
@@ -148,7 +149,20 @@ Options apply_env(Options base, const EnvLookup& lookup) {
   try {
     base.validate();
   } catch (const Error& e) {
-    bad_option("after applying GPUXFER_* variables: " + e.message());
+    // Name the variables whose fields the complaint is about, with their values.
+    static constexpr std::pair<const char*, const char*> fields[] = {
+        {"min_devices", "GPUXFER_MIN_DEVICES"}, {"devices", "GPUXFER_DEVICES"},
+        {"chunk_bytes", "GPUXFER_CHUNK_BYTES"}, {"pool_limit_bytes", "GPUXFER_POOL_LIMIT"},
+        {"host_threads", "GPUXFER_HOST_THREADS"}};
+    std::string names;
+    for (const auto& [field, variable] : fields) {
+      const auto value = lookup(variable);
+      // "devices" is also the tail of "min_devices": that field's messages start with "devices:".
+      const bool mentioned = std::string_view(field) == "devices" ? e.message().starts_with("devices:")
+                                                                 : e.message().find(field) != std::string::npos;
+      if (value && mentioned) names += std::string(names.empty() ? "" : ", ") + variable + "=" + *value;
+    }
+    bad_option((names.empty() ? std::string("GPUXFER_* variables") : names) + ": " + e.message());
   }
   return base;
 }

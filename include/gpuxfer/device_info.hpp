@@ -8,12 +8,13 @@
 
 namespace gpuxfer {
 
-/// How bytes travel between two devices.
+/// The link the hardware offers between two devices. Whether peer access is actually on (it can be
+/// switched off in Options) is MultiGpuManager::peer_enabled.
 enum class LinkKind {
   self,         ///< the same device
-  nvlink,       ///< peer access over NVLink (peer access with native atomics)
-  pcie_peer,    ///< peer access over PCIe
-  host_staged,  ///< no peer access: bytes go through pinned host memory
+  nvlink,       ///< peer access possible over NVLink (peer access with native atomics)
+  pcie_peer,    ///< peer access possible over PCIe
+  host_staged,  ///< no peer access possible: bytes go through pinned host memory
 };
 
 /// "self", "nvlink", "pcie_peer" or "host_staged".

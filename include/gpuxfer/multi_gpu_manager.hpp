@@ -45,7 +45,7 @@ class MultiGpuManager {
   [[nodiscard]] LinkKind link(std::size_t src, std::size_t dst) const;
   /// True when peer access from @p src's buffers to @p dst is enabled (both ways are enabled together).
   [[nodiscard]] bool peer_enabled(std::size_t src, std::size_t dst) const;
-  /// True when every pair of distinct devices has peer access enabled.
+  /// True when every pair of distinct devices has peer access enabled (so always with one device).
   [[nodiscard]] bool all_peers_enabled() const noexcept;
   /// True when NCCL is enabled in the options and the library answered ncclGetVersion.
   [[nodiscard]] bool nccl_available() const noexcept;

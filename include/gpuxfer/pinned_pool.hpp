@@ -40,7 +40,8 @@ class PinnedPool {
 
   /// Leases @p bytes of pinned memory (0 gives an empty buffer). Reuses a cached block when one fits,
   /// frees idle blocks when the limit would be passed, and allocates otherwise.
-  /// @throws Error(Errc::out_of_memory) when in-use bytes plus @p bytes exceed the limit or cudaHostAlloc fails
+  /// @throws Error(Errc::out_of_memory) when in-use bytes plus @p bytes exceed the limit or the host is out
+  ///         of pinnable memory; Error(Errc::no_device / cuda_error) when CUDA itself is unusable
   [[nodiscard]] HostBuffer acquire(std::size_t bytes);
 
   /// Frees every cached block (not leased ones, not pending ones whose GPU work is still running).

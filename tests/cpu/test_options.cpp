@@ -1,0 +1,91 @@
+// Options: the documented defaults, and validate() for every out-of-range field.
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <gpuxfer/options.hpp>
+
+#include "common/expect_error.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using test::throws_error;
+
+TEST(Options, Defaults) {
+  const Options opts;
+  EXPECT_TRUE(opts.devices.empty());
+  EXPECT_EQ(opts.min_devices, 1);
+  EXPECT_TRUE(opts.enable_peer_access);
+  EXPECT_TRUE(opts.enable_nccl);
+  EXPECT_EQ(opts.pool_limit_bytes, std::size_t{16} << 30);
+  EXPECT_EQ(opts.chunk_bytes, std::size_t{8} << 20);
+  EXPECT_EQ(opts.host_threads, default_host_threads());
+  EXPECT_NO_THROW(opts.validate());
+}
+
+TEST(Options, DefaultHostThreadsAreHalfTheCoresWithinOneToSixteen) {
+  const unsigned threads = default_host_threads();
+  EXPECT_GE(threads, 1u);
+  EXPECT_LE(threads, 16u);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores >= 2 && cores <= 32) {
+    EXPECT_EQ(threads, cores / 2);
+  }
+}
+
+TEST(Options, BoundaryValuesAreValid) {
+  Options opts;
+  opts.min_devices = 0;
+  opts.chunk_bytes = 4096;
+  opts.pool_limit_bytes = 4096;  // equal to the chunk
+  opts.host_threads = 1;
+  EXPECT_NO_THROW(opts.validate());
+  opts.host_threads = 256;
+  EXPECT_NO_THROW(opts.validate());
+  opts.devices = {3, 0, 1};
+  EXPECT_NO_THROW(opts.validate()) << "any order, no duplicates";
+}
+
+TEST(Options, NegativeMinDevicesIsRejected) {
+  Options opts;
+  opts.min_devices = -1;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "min_devices"));
+}
+
+TEST(Options, ZeroChunkIsRejected) {
+  Options opts;
+  opts.chunk_bytes = 0;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "chunk_bytes"));
+}
+
+TEST(Options, PoolLimitBelowOneChunkIsRejected) {
+  Options opts;
+  opts.chunk_bytes = std::size_t{8} << 20;
+  opts.pool_limit_bytes = opts.chunk_bytes - 1;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "pool_limit_bytes"));
+}
+
+TEST(Options, HostThreadsOutOfRangeAreRejected) {
+  Options opts;
+  opts.host_threads = 0;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "host_threads"));
+  opts.host_threads = 257;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "host_threads"));
+}
+
+TEST(Options, DuplicateDeviceIsRejected) {
+  Options opts;
+  opts.devices = {0, 1, 0};
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "devices"));
+}
+
+TEST(Options, NegativeDeviceIsRejected) {
+  Options opts;
+  opts.devices = {0, -1};
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "devices"));
+}
+
+}  // namespace
+}  // namespace gpuxfer

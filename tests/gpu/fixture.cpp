@@ -1,0 +1,253 @@
+#include "gpu/fixture.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+namespace gpuxfer::test {
+namespace {
+
+std::string hex(std::uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string byte_hex(std::uint8_t value) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(value));
+  return text;
+}
+
+// Describes the mismatches of host bytes against the pattern; @p bad is their count.
+::testing::AssertionResult describe_mismatch(std::span<const std::byte> data, std::size_t bad, std::uint64_t seed,
+                                             std::uint64_t offset, std::string_view what) {
+  auto failure = ::testing::AssertionFailure();
+  failure << what << ": " << bad << " of " << data.size() << " bytes differ from pattern seed " << hex(seed)
+          << " at pattern offset " << offset;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const auto want = pattern::byte_at(seed, offset + i);
+    const auto got = static_cast<std::uint8_t>(data[i]);
+    if (got != want) {
+      failure << "; first at byte " << i << " (got " << byte_hex(got) << ", want " << byte_hex(want) << ")";
+      break;
+    }
+  }
+  return failure;
+}
+
+}  // namespace
+
+std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info) {
+  return std::to_string(info.param);
+}
+
+void cuda_check(cudaError_t status, std::string_view what) {
+  if (status != cudaSuccess) {
+    std::ostringstream message;
+    message << what << ": " << cudaGetErrorName(status) << " (" << cudaGetErrorString(status) << ")";
+    throw std::runtime_error(message.str());
+  }
+}
+
+// --- RAII ---------------------------------------------------------------------------------------------
+
+DeviceGuard::DeviceGuard(int ordinal) {
+  cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
+  cuda_check(cudaSetDevice(ordinal), "cudaSetDevice");
+}
+
+DeviceGuard::~DeviceGuard() { static_cast<void>(cudaSetDevice(previous_)); }
+
+DeviceMemory::DeviceMemory(int ordinal, std::size_t bytes) : ordinal_(ordinal), size_(bytes) {
+  const DeviceGuard guard(ordinal);
+  void* ptr = nullptr;
+  cuda_check(cudaMalloc(&ptr, std::max<std::size_t>(bytes, 1)),
+             "cudaMalloc of " + std::to_string(bytes) + " bytes on device " + std::to_string(ordinal));
+  ptr_ = static_cast<std::byte*>(ptr);
+  owned_ = true;
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (owned_) {
+    const DeviceGuard guard(ordinal_);
+    static_cast<void>(cudaFree(ptr_));
+  }
+}
+
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : ordinal_(other.ordinal_),
+      ptr_(std::exchange(other.ptr_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      owned_(std::exchange(other.owned_, false)) {}
+
+void DeviceMemory::free_now() {
+  if (owned_) {
+    const DeviceGuard guard(ordinal_);
+    cuda_check(cudaFree(ptr_), "cudaFree");
+    owned_ = false;
+  }
+}
+
+PinnedMemory::PinnedMemory(std::size_t bytes) : size_(bytes) {
+  void* ptr = nullptr;
+  cuda_check(cudaMallocHost(&ptr, std::max<std::size_t>(bytes, 1)),
+             "cudaMallocHost of " + std::to_string(bytes) + " bytes");
+  ptr_ = static_cast<std::byte*>(ptr);
+}
+
+PinnedMemory::~PinnedMemory() { static_cast<void>(cudaFreeHost(ptr_)); }
+
+Stream::Stream(int ordinal) : ordinal_(ordinal) {
+  const DeviceGuard guard(ordinal);
+  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+Stream::~Stream() {
+  const DeviceGuard guard(ordinal_);
+  static_cast<void>(cudaStreamSynchronize(stream_));
+  static_cast<void>(cudaStreamDestroy(stream_));
+}
+
+// --- patterns -------------------------------------------------------------------------------------------
+
+std::vector<std::byte> pattern_bytes(std::size_t bytes, std::uint64_t seed, std::uint64_t offset) {
+  std::vector<std::byte> data(bytes);
+  pattern::fill_host(data, seed, offset);
+  return data;
+}
+
+void fill_device(int ordinal, void* ptr, std::size_t bytes, std::uint64_t seed, std::uint64_t offset) {
+  if (bytes == 0) return;
+  const DeviceGuard guard(ordinal);
+  pattern::fill_device(ptr, bytes, seed, offset, cudaStreamLegacy);
+  cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "fill_device: cudaStreamSynchronize");
+}
+
+void poison_device(int ordinal, void* ptr, std::size_t bytes) {
+  const DeviceGuard guard(ordinal);
+  cuda_check(cudaMemset(ptr, static_cast<int>(kPoison), bytes), "cudaMemset");
+  cuda_check(cudaDeviceSynchronize(), "poison_device: cudaDeviceSynchronize");
+}
+
+void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
+  std::vector<HostBuffer> leases;
+  for (const std::size_t bytes : sizes) {
+    leases.push_back(pool.acquire(bytes));
+    if (leases.back().empty()) continue;
+    std::memset(leases.back().data(), static_cast<int>(kPoison), leases.back().size());
+  }
+}
+
+::testing::AssertionResult host_matches(std::span<const std::byte> data, std::uint64_t seed, std::uint64_t offset,
+                                        std::string_view what) {
+  const std::size_t bad = pattern::count_mismatches_host(data, seed, offset);
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return describe_mismatch(data, bad, seed, offset, what);
+}
+
+::testing::AssertionResult device_matches(int ordinal, const void* ptr, std::size_t bytes, std::uint64_t seed,
+                                          std::uint64_t offset, std::string_view what) {
+  if (bytes == 0) return ::testing::AssertionSuccess();
+  const DeviceGuard guard(ordinal);
+  const std::size_t bad = pattern::count_mismatches_device(ptr, bytes, seed, offset, cudaStreamLegacy);
+  if (bad == 0) return ::testing::AssertionSuccess();
+  std::vector<std::byte> copy(bytes);
+  cuda_check(cudaMemcpy(copy.data(), ptr, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy for the report");
+  std::ostringstream where;
+  where << what << " (CUDA device " << ordinal << ")";
+  return describe_mismatch(copy, bad, seed, offset, where.str());
+}
+
+::testing::AssertionResult pieces_are_concatenation(const std::vector<GatherPiece>& pieces,
+                                                    const std::vector<GatherPiece>& expected) {
+  std::vector<GatherPiece> got;
+  for (const GatherPiece& p : pieces) {
+    if (p.size != 0) got.push_back(p);
+  }
+  std::vector<GatherPiece> want;
+  std::size_t offset = 0;
+  for (const GatherPiece& p : expected) {
+    if (p.size == 0) continue;
+    want.push_back({p.device, offset, p.size});
+    offset += p.size;
+  }
+  auto describe = [](const std::vector<GatherPiece>& list) {
+    std::ostringstream text;
+    for (const GatherPiece& p : list) text << " {device " << p.device << ", offset " << p.offset << ", size " << p.size << "}";
+    return text.str();
+  };
+  bool same = got.size() == want.size();
+  for (std::size_t i = 0; same && i < got.size(); ++i) {
+    same = got[i].device == want[i].device && got[i].offset == want[i].offset && got[i].size == want[i].size;
+  }
+  if (same) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "pieces" << describe(got) << " (non-empty ones) but expected" << describe(want);
+}
+
+::testing::AssertionResult host_is_poison(std::span<const std::byte> data, std::string_view what) {
+  const auto it = std::find_if(data.begin(), data.end(), [](std::byte b) { return b != kPoison; });
+  if (it == data.end()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": byte " << (it - data.begin()) << " of " << data.size()
+                                       << " was written (" << byte_hex(static_cast<std::uint8_t>(*it))
+                                       << ") where nothing should have been";
+}
+
+std::vector<std::string> run_threads(std::size_t threads, const std::function<void(std::size_t)>& body) {
+  std::vector<std::string> errors(threads);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        body(t);
+      } catch (const std::exception& e) {
+        errors[t] = "thread " + std::to_string(t) + ": " + e.what();
+      }
+    });
+  }
+  for (std::thread& thread : pool) thread.join();
+  std::erase(errors, std::string());
+  return errors;
+}
+
+// --- fixture --------------------------------------------------------------------------------------------
+
+Options GpuTest::options() const {
+  Options opts;
+  opts.min_devices = 0;
+  return opts;
+}
+
+void GpuTest::SetUp() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  run_ = std::hash<std::string>{}(std::string(info->test_suite_name()) + "." + info->name());
+
+  manager_ = MultiGpuManager::create(options());
+  const std::size_t found = manager_->device_count();
+  if (found == 0) {
+    const std::string& reason = manager_->device_status();
+    GTEST_SKIP() << "no CUDA device: " << (reason.empty() ? std::string("(no reason given)") : reason);
+  }
+  if (found < devices_needed()) {
+    GTEST_SKIP() << "needs " << devices_needed() << " GPUs, found " << found;
+  }
+  xfer_ = std::make_unique<InterGpuTransfer>(manager_);
+}
+
+DeviceMemory& GpuTest::allocate(std::size_t index, std::size_t bytes) {
+  return memory_.emplace_back(ordinal(index), bytes);
+}
+
+DeviceMemory& GpuTest::register_pattern(std::size_t index, std::size_t bytes, std::uint64_t fill_seed) {
+  DeviceMemory& memory = allocate(index, bytes);
+  fill_device(memory.ordinal(), memory.get(), bytes, fill_seed);
+  xfer_->set_device_buffer(index, memory.get(), bytes);
+  return memory;
+}
+
+}  // namespace gpuxfer::test

@@ -1,0 +1,193 @@
+/// @file fixture.hpp
+/// @brief What every GPU test shares: the fixture that skips without devices, RAII CUDA memory and
+///        streams, and pattern fill / poison / verify helpers that say where the data went wrong.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <gpuxfer/gpuxfer.hpp>
+
+#include "common/expect_error.hpp"
+
+namespace gpuxfer::test {
+
+inline constexpr std::size_t kKiB = std::size_t{1} << 10;
+inline constexpr std::size_t kMiB = std::size_t{1} << 20;
+/// The byte every output is poisoned with before a transfer writes it.
+inline constexpr std::byte kPoison{0xA5};
+
+/// Sizes the data tests run: empty, tiny and odd, just under a page, past a chunk, and large.
+inline constexpr std::array<std::size_t, 6> kSizes{0, 1, 3, 4095, kMiB + 7, 256 * kMiB};
+
+/// Names a size-parameterised test by its byte count ("Bytes/GpuGatherBySize.GatherAll/4095").
+std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info);
+
+/// Throws std::runtime_error naming @p what and the CUDA error when @p status is not cudaSuccess.
+void cuda_check(cudaError_t status, std::string_view what);
+
+/// Makes @p ordinal current; restores the caller's device when destroyed.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// cudaMalloc'd memory on one device (one byte at least, so a size-0 buffer still has an address).
+class DeviceMemory {
+ public:
+  DeviceMemory(int ordinal, std::size_t bytes);
+  ~DeviceMemory();
+  DeviceMemory(DeviceMemory&& other) noexcept;
+  DeviceMemory& operator=(DeviceMemory&&) = delete;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  [[nodiscard]] std::byte* get() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
+  /// Frees the memory now (a test of use-after-free detection); get() keeps the stale address.
+  void free_now();
+
+ private:
+  int ordinal_ = 0;
+  std::byte* ptr_ = nullptr;
+  std::size_t size_ = 0;
+  bool owned_ = false;
+};
+
+/// cudaMallocHost'd (pinned) host memory.
+class PinnedMemory {
+ public:
+  explicit PinnedMemory(std::size_t bytes);
+  ~PinnedMemory();
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+
+  [[nodiscard]] std::span<std::byte> span() const noexcept { return {ptr_, size_}; }
+
+ private:
+  std::byte* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// A non-blocking stream of one device.
+class Stream {
+ public:
+  explicit Stream(int ordinal);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
+
+ private:
+  int ordinal_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+/// Pattern bytes [offset, offset + bytes) of @p seed in ordinary (pageable) memory.
+std::vector<std::byte> pattern_bytes(std::size_t bytes, std::uint64_t seed, std::uint64_t offset = 0);
+
+/// Writes pattern bytes [offset, offset + bytes) to device memory and waits until they are there.
+void fill_device(int ordinal, void* ptr, std::size_t bytes, std::uint64_t seed, std::uint64_t offset = 0);
+/// Sets @p bytes of device memory to kPoison and waits until they are.
+void poison_device(int ordinal, void* ptr, std::size_t bytes);
+/// Leases blocks of the given sizes from @p pool, poisons them and gives them back, so that a transfer
+/// that reuses a cached block and writes nothing into it is caught.
+void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes);
+
+/// Every byte of @p data equals pattern bytes [offset, ...) of @p seed. The failure names @p what,
+/// the size, the seed, the number of bad bytes and the first bad offset.
+::testing::AssertionResult host_matches(std::span<const std::byte> data, std::uint64_t seed,
+                                        std::uint64_t offset, std::string_view what);
+/// As host_matches for @p bytes of device memory on @p ordinal (counted on the GPU, on the legacy
+/// default stream: data a blocking transfer delivered must be visible there without more synchronisation).
+::testing::AssertionResult device_matches(int ordinal, const void* ptr, std::size_t bytes, std::uint64_t seed,
+                                          std::uint64_t offset, std::string_view what);
+/// @p pieces say that the buffers of @p expected ({device, size}, ascending) were concatenated in
+/// that order from offset 0. Zero-size pieces are ignored on both sides.
+::testing::AssertionResult pieces_are_concatenation(const std::vector<GatherPiece>& pieces,
+                                                    const std::vector<GatherPiece>& expected);
+/// Every byte of @p data is kPoison (memory no transfer should have touched).
+::testing::AssertionResult host_is_poison(std::span<const std::byte> data, std::string_view what);
+
+/// A test with a MultiGpuManager (min_devices 0) and an InterGpuTransfer. Skips with the CUDA reason
+/// when there is no device, and with "needs N GPUs, found M" when a subclass needs more.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  /// Devices the test needs; MultiGpu fixtures say 2.
+  [[nodiscard]] virtual std::size_t devices_needed() const { return 1; }
+  /// The manager's options: the built-in defaults with min_devices 0 (the environment is ignored so
+  /// every run tests the same configuration).
+  [[nodiscard]] virtual Options options() const;
+
+  [[nodiscard]] std::size_t device_count() const { return manager_->device_count(); }
+  [[nodiscard]] int ordinal(std::size_t index) const { return manager_->device(index).ordinal; }
+  /// This test's pattern seed for device @p index; differs between devices and between tests.
+  [[nodiscard]] std::uint64_t seed(std::size_t index) const { return pattern::seed_for(run_, index); }
+  /// A seed of this test unrelated to any device's (host data, second generations).
+  [[nodiscard]] std::uint64_t other_seed(std::uint64_t n) const { return pattern::seed_for(run_ + 1 + n, 1000); }
+
+  /// Allocates @p bytes on device @p index; the fixture keeps it alive until the transfer is gone.
+  DeviceMemory& allocate(std::size_t index, std::size_t bytes);
+  /// Allocates @p bytes on device @p index, fills them with @p fill_seed and registers them.
+  DeviceMemory& register_pattern(std::size_t index, std::size_t bytes, std::uint64_t fill_seed);
+  /// register_pattern(index, bytes, seed(index)).
+  DeviceMemory& register_pattern(std::size_t index, std::size_t bytes) {
+    return register_pattern(index, bytes, seed(index));
+  }
+
+  InterGpuTransfer& xfer() { return *xfer_; }
+  MultiGpuManager& manager() { return *manager_; }
+
+  std::uint64_t run_ = 0;
+  std::shared_ptr<MultiGpuManager> manager_;
+  std::deque<DeviceMemory> memory_;  // destroyed after xfer_
+  std::unique_ptr<InterGpuTransfer> xfer_;
+};
+
+/// A test that needs two devices. Suites derived from it must be named MultiGpu* (ctest labels them
+/// multi_gpu and gives them two GPUs).
+class MultiGpuTest : public GpuTest {
+ protected:
+  [[nodiscard]] std::size_t devices_needed() const override { return 2; }
+};
+
+/// Chunk size of the managers of pipelined-path tests: small, so the sizes above span many chunks and
+/// most of them end in a partial one.
+inline constexpr std::size_t kSmallChunk = kMiB;
+
+/// @p Base with Options::chunk_bytes = kSmallChunk.
+template <class Base>
+class SmallChunks : public Base {
+ protected:
+  [[nodiscard]] Options options() const override {
+    Options opts = Base::options();
+    opts.chunk_bytes = kSmallChunk;
+    return opts;
+  }
+};
+
+/// Runs @p body on @p threads threads at once and joins them; returns what each one threw.
+std::vector<std::string> run_threads(std::size_t threads, const std::function<void(std::size_t)>& body);
+
+}  // namespace gpuxfer::test

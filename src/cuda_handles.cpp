@@ -1,5 +1,9 @@
 #include "cuda_handles.hpp"
 
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
 #include "cuda_check.hpp"
 
 namespace gpuxfer::detail {
@@ -49,8 +53,49 @@ void Event::record(cudaStream_t stream) {
   GPUXFER_CUDA_TRY_CTX(cudaEventRecord(event_, stream), "recording an event on ordinal " + std::to_string(device_));
 }
 
+namespace {
+
+struct EventCache {
+  std::mutex mutex;
+  std::unordered_map<int, std::vector<Event*>> idle;  // by device ordinal
+};
+
+// Never destroyed: events handed out may be let go during static destruction, after which a cache
+// that no longer exists would be touched. The driver frees the events with the process.
+EventCache& event_cache() {
+  static auto* cache = new EventCache;
+  return *cache;
+}
+
+}  // namespace
+
+SharedEvent make_event(int device) {
+  EventCache& cache = event_cache();
+  Event* event = nullptr;
+  {
+    std::lock_guard lock(cache.mutex);
+    auto& idle = cache.idle[device];
+    if (!idle.empty()) {
+      event = idle.back();
+      idle.pop_back();
+    }
+  }
+  if (event == nullptr) event = new Event(device);
+  // A recorded event may be recorded again by its next owner: waits already queued on it keep the
+  // state they captured, and nobody else queries it.
+  return SharedEvent(event, [](Event* e) {
+    EventCache& c = event_cache();
+    try {
+      std::lock_guard lock(c.mutex);
+      c.idle[e->device()].push_back(e);
+    } catch (...) {
+      delete e;
+    }
+  });
+}
+
 SharedEvent record_event(int device, cudaStream_t stream) {
-  auto event = std::make_shared<Event>(device);
+  SharedEvent event = make_event(device);
   event->record(stream);
   return event;
 }

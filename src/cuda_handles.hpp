@@ -63,7 +63,11 @@ class Event {
 
 using SharedEvent = std::shared_ptr<Event>;
 
-/// A new event on @p device, recorded on @p stream.
+/// An event of @p device from a process-wide cache (creating events costs microseconds, which small
+/// transfers feel); it returns to the cache when the last owner lets go.
+[[nodiscard]] SharedEvent make_event(int device);
+
+/// An event from the cache on @p device, recorded on @p stream.
 [[nodiscard]] SharedEvent record_event(int device, cudaStream_t stream);
 
 /// Makes @p stream wait for @p event on the GPU (no host blocking); a null event is a no-op.

@@ -66,7 +66,7 @@ void InterGpuTransfer::set_device_buffer(std::size_t device_idx, void* ptr, std:
   reg.ptr = ptr;
   reg.size = size_bytes;
   detail::DeviceGuard guard(m.ordinal(device_idx));
-  reg.ready = std::make_shared<detail::Event>(m.ordinal(device_idx));
+  reg.ready = detail::make_event(m.ordinal(device_idx));
   GPUXFER_CUDA_TRY_CTX(cudaEventRecord(reg.ready->get(), producer),
                        "set_device_buffer: recording the producer stream's event on " +
                            detail::device_name(m, device_idx) + " (is the stream of another device?)");

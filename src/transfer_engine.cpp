@@ -96,8 +96,8 @@ SharedEvent enqueue_staged_copy(ManagerImpl& m, const DeviceRange& src, const De
   std::vector<SharedEvent> downloaded;
   std::vector<SharedEvent> freed;
   for (std::size_t i = 0; i < slots; ++i) {
-    downloaded.push_back(std::make_shared<Event>(s.ordinal));
-    freed.push_back(std::make_shared<Event>(d.ordinal));
+    downloaded.push_back(make_event(s.ordinal));
+    freed.push_back(make_event(d.ordinal));
   }
   const cudaStream_t down = s.download.get();
   const cudaStream_t up = d.upload.get();

@@ -49,7 +49,7 @@ ngpus=$(grep -c '"id"' "$spec" 2>/dev/null)
 ngpus=${ngpus:-0}
 junit=$(realpath -m "$logs/junit.xml")
 if ((ngpus >= 2)); then
-  ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 2)))
+  ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 6)))  # 6 slots per GPU in the spec
 else
   ctest_args=(-j1)  # 2-GPU tests skip with their reason
 fi

@@ -15,14 +15,17 @@
 
 namespace gpuxfer::cli {
 
+constexpr int slots_per_gpu = 6;
+
 int run_resource_spec(const ResourceSpecArgs& args) {
   using Json = nlohmann::ordered_json;
   const auto manager = open_manager();
   Json gpus = Json::array();
   // ctest hands a test the ids it reserved (CTEST_RESOURCE_GROUP_<n>_GPUS=id:<id>,slots:1): the CUDA
-  // ordinal is what a test can pass to cudaSetDevice.
+  // ordinal is what a test can pass to cudaSetDevice. Each GPU takes several tests at once (a test
+  // uses a few hundred MiB of a GPU's memory and a share of its links), so ctest -j can fill them.
   for (const DeviceInfo& device : manager->devices()) {
-    gpus.push_back(Json{{"id", std::to_string(device.ordinal)}, {"slots", 1}});
+    gpus.push_back(Json{{"id", std::to_string(device.ordinal)}, {"slots", slots_per_gpu}});
   }
   if (manager->device_count() == 0) {
     std::fprintf(stderr, "gpuxfer resource-spec: 0 devices (%s)\n", no_device_reason(*manager).c_str());

@@ -57,7 +57,7 @@ bool apply_ctest_resource_groups() {
     visible = split(*outer, ',');
   }
 
-  std::string devices;
+  std::vector<std::string> chosen;
   for (int group = 0; group < count; ++group) {
     const std::string name = "CTEST_RESOURCE_GROUP_" + std::to_string(group) + "_GPUS";
     const std::optional<std::string> spec = env(name);
@@ -77,9 +77,19 @@ bool apply_ctest_resource_groups() {
         }
         device = visible[static_cast<std::size_t>(index)];
       }
-      devices += (devices.empty() ? "" : ",") + device;
+      chosen.push_back(device);
     }
   }
+  // A GPU has several slots, so ctest may give two groups of one test the same GPU. Such a test asked
+  // for distinct GPUs: let it see every device rather than fewer than it needs.
+  std::vector<std::string> distinct = chosen;
+  std::sort(distinct.begin(), distinct.end());
+  if (std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) {
+    std::fprintf(stderr, "gpuxfer_gpu_tests: ctest gave groups the same GPU; every device stays visible\n");
+    return true;
+  }
+  std::string devices;
+  for (const std::string& device : chosen) devices += (devices.empty() ? "" : ",") + device;
   if (setenv("CUDA_VISIBLE_DEVICES", devices.c_str(), 1) != 0) {
     std::perror("gpuxfer_gpu_tests: setenv CUDA_VISIBLE_DEVICES");
     return false;

@@ -51,7 +51,7 @@ junit=$(realpath -m "$logs/junit.xml")
 if ((ngpus >= 2)); then
   ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 6)))  # 6 slots per GPU in the spec
 else
-  ctest_args=(-j1)  # 2-GPU tests skip with their reason
+  ctest_args=(-j6)  # one GPU: every test sees it; 2-GPU tests skip with their reason
 fi
 echo "$ngpus GPUs visible: ctest ${ctest_args[*]}"
 ctest --test-dir "$build" "${ctest_args[@]}" --timeout 300 --output-on-failure --output-junit "$junit" \

@@ -191,7 +191,7 @@ OPS = [
      "torch.cuda.comm.broadcast(pinned cpu tensor, devices)"),
     ("torch_bcast_pageable", op_bcast_pageable, "bcast_pageable", PAYLOAD, lambda s, n: s, 1,
      "torch.cuda.comm.broadcast(pageable cpu tensor, devices)"),
-    ("torch_bcast_device", op_bcast_device, "bcast_device_nccl", PAYLOAD, lambda s, n: s, 2,
+    ("torch_bcast_device", op_bcast_device, "bcast_device", PAYLOAD, lambda s, n: s, 2,
      "torch.cuda.comm.broadcast(cuda:0 tensor, devices)"),
 ]
 

@@ -1,5 +1,6 @@
 #include "cuda_handles.hpp"
 
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +52,24 @@ Event::~Event() {
 
 void Event::record(cudaStream_t stream) {
   GPUXFER_CUDA_TRY_CTX(cudaEventRecord(event_, stream), "recording an event on ordinal " + std::to_string(device_));
+}
+
+MemPool::MemPool(int device, std::size_t keep_bytes) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  GPUXFER_CUDA_TRY_CTX(cudaMemPoolCreate(&pool_, &props), "creating a scratch memory pool on ordinal " + std::to_string(device));
+  std::uint64_t threshold = keep_bytes;
+  const cudaError_t err = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (err != cudaSuccess) {
+    (void)cudaMemPoolDestroy(pool_);
+    GPUXFER_CUDA_TRY_CTX(err, "setting the scratch pool's release threshold");
+  }
+}
+
+MemPool::~MemPool() {
+  if (pool_ != nullptr) (void)cudaMemPoolDestroy(pool_);
 }
 
 namespace {

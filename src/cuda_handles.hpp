@@ -1,6 +1,7 @@
 // RAII owners of CUDA handles: a device guard, streams and events. Move-only; destructors never throw.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <utility>
 
@@ -59,6 +60,22 @@ class Event {
  private:
   int device_ = -1;
   cudaEvent_t event_ = nullptr;
+};
+
+/// A stream-ordered memory pool of one device that keeps up to @p keep_bytes of freed memory mapped, so
+/// that repeated cudaMallocFromPoolAsync calls of scratch space cost no mapping (the device's default
+/// pool gives memory back to the OS at every synchronisation, and gpuxfer leaves the default alone).
+class MemPool {
+ public:
+  MemPool(int device, std::size_t keep_bytes);
+  ~MemPool();
+  MemPool(const MemPool&) = delete;
+  MemPool& operator=(const MemPool&) = delete;
+
+  [[nodiscard]] cudaMemPool_t get() const noexcept { return pool_; }
+
+ private:
+  cudaMemPool_t pool_ = nullptr;
 };
 
 using SharedEvent = std::shared_ptr<Event>;

@@ -91,7 +91,7 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
       std::memcpy(items.data(), p.items.data(), p.items.size() * sizeof(detail::PackItem));
       if (!pinned_out) staged[d] = m.pool.acquire(p.packed);
       void* scratch = nullptr;
-      GPUXFER_CUDA_TRY_CTX(cudaMallocAsync(&scratch, items_bytes + p.packed, stream), what);
+      GPUXFER_CUDA_TRY_CTX(cudaMallocFromPoolAsync(&scratch, items_bytes + p.packed, ctx.scratch.get(), stream), what);
       auto* table = static_cast<detail::PackItem*>(scratch);
       auto* packed = static_cast<std::byte*>(scratch) + items_bytes;
       cudaError_t err = cudaMemcpyAsync(table, items.data(), items_bytes, cudaMemcpyHostToDevice, stream);

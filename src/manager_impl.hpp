@@ -16,11 +16,14 @@ namespace gpuxfer::detail {
 
 /// One device's copy streams: one per direction so that uploads, downloads and peer traffic overlap.
 struct DeviceContext {
-  explicit DeviceContext(int device) : ordinal(device), upload(device), download(device), peer(device) {}
+  explicit DeviceContext(int device)
+      : ordinal(device), upload(device), download(device), peer(device), scratch(device, scratch_keep_bytes) {}
+  static constexpr std::size_t scratch_keep_bytes = std::size_t{256} << 20;
   int ordinal;
   Stream upload;    // host -> this device
   Stream download;  // this device -> host
   Stream peer;      // this device -> other devices
+  MemPool scratch;  // stream-ordered scratch space (gather_slices' packing buffer)
 };
 
 struct ManagerImpl {

@@ -1,27 +1,95 @@
 #!/usr/bin/env bash
-# What the GPU runner runs, from the repository root: topology, a Release build, every test (in parallel
-# across GPUs through a ctest resource spec when there are 2+), `gpuxfer check`, the README example and
-# the bench's short mode when it exists. Logs go to $OUT when set (else build-gpu/logs); the summary is
-# printed last. Exits non-zero when anything failed.
+# What the GPU runner runs, from the repository root. Modes (any combination, run in this order, one
+# summary at the end; no mode given means --default):
+#
+#   --default   topology, a Release build in build-gpu/, every test (in parallel across GPUs through a
+#               ctest resource spec when there are 2+), `gpuxfer check`, the README example and the bench's
+#               short mode when it exists
+#   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
+#               that need 2 GPUs may skip
+#   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over
+#               `gpuxfer check --size 1MiB` (every path); memcheck over the GPU tests with small sizes and a
+#               short stress (not the fault tests, which fault on purpose); the GPU and CPU tests built with
+#               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
+#   --all       the three
+#
+# Logs go to $OUT when set (else build-gpu/logs), at most 8 files: summary.txt (the GPUs, then the summary),
+# build.log, ctest.log (every ctest run), junit.xml, check.log, bench.json, bench.log and sanitize.log
+# (every sanitizer run). Exits non-zero when anything failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export NCCL_NVLS_ENABLE=0  # never NVLink SHARP/multicast on the runner
 
+run_default=0 run_one_gpu=0 run_sanitize=0
+for arg in "$@"; do
+  case $arg in
+    --default) run_default=1 ;;
+    --one-gpu) run_one_gpu=1 ;;
+    --sanitize) run_sanitize=1 ;;
+    --all) run_default=1 run_one_gpu=1 run_sanitize=1 ;;
+    -h | --help)
+      sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "gpu-check.sh: unknown argument '$arg' (see --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+((run_default + run_one_gpu + run_sanitize > 0)) || run_default=1
+
 build="build-gpu"
+asan_build="build-asan"
 logs=${OUT:-$build/logs}
-mkdir -p "$logs" "$build"
+work="$build/gpu-check"  # intermediate logs, merged into the files under $logs
+mkdir -p "$logs" "$build" "$work"
 jobs=$(nproc)
 failures=()
 summary=()
 
 section() { printf '\n=== %s\n' "$*"; }
 
+finish() {
+  if ((${#failures[@]})); then
+    summary+=("RESULT: FAILED: ${failures[*]}")
+  else
+    summary+=("RESULT: OK")
+  fi
+  {
+    cat "$work/topo.txt" 2>/dev/null
+    printf '\n=== summary\n'
+    printf '%s\n' "${summary[@]}"
+  } >"$logs/summary.txt"
+  printf '\n=== summary\n'
+  printf '%s\n' "${summary[@]}"
+  ((${#failures[@]} == 0))
+  exit $?
+}
+
+# Counts the per-test result lines of a ctest log ("3/7 Test #6: name ....   Passed  0.01 sec"): their
+# format is the same in every cmake version, unlike the closing line. Sets total, passed, skipped,
+# failed; tests disabled in the source (gtest's DISABLED_, "Not Run (Disabled)") count as none of them.
+count_ctest() {
+  local log=$1 results disabled
+  results=$(grep -E '^ *[0-9]+/[0-9]+ +Test +#[0-9]+: ' "$log")
+  disabled=$(grep -c 'Not Run (Disabled)' <<<"$results")
+  total=$(($(grep -c . <<<"$results") - disabled))
+  passed=$(grep -cE ' Passed +[0-9.]+ sec' <<<"$results")
+  skipped=$(grep -c '\*\*\*Skipped' <<<"$results")
+  failed=$((total - passed - skipped))
+}
+
+skipped_names() {
+  sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*/\1/p' "$1"
+}
+
 section "GPUs"
 {
   nvidia-smi -L
   echo
   nvidia-smi topo -m
-} 2>&1 | tee "$logs/topo.txt"
+} 2>&1 | tee "$work/topo.txt"
 
 section "configure and build ($jobs jobs)"
 if cmake -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logs/build.log" 2>&1 &&
@@ -31,8 +99,8 @@ if cmake -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logs/build.log" 2>&1
 else
   tail -n 40 "$logs/build.log"
   summary+=("build: FAILED (build.log)")
-  printf '\n=== summary\n%s\nRESULT: FAILED: build\n' "${summary[@]}" | tee "$logs/summary.txt"
-  exit 1
+  failures+=("build")
+  finish
 fi
 gpuxfer=$build/apps/gpuxfer
 
@@ -40,72 +108,229 @@ section "gpuxfer topo"
 {
   echo
   "$gpuxfer" topo
-} 2>&1 | tee -a "$logs/topo.txt"
+} 2>&1 | tee -a "$work/topo.txt"
 
-section "tests"
-spec=$PWD/$build/spec.json  # absolute: ctest reads it relative to the test directory
-"$gpuxfer" resource-spec -o "$spec" || failures+=("resource-spec")
-ngpus=$(grep -c '"id"' "$spec" 2>/dev/null)
-ngpus=${ngpus:-0}
-junit=$(realpath -m "$logs/junit.xml")
-if ((ngpus >= 2)); then
-  ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 6)))  # 6 slots per GPU in the spec
-else
-  ctest_args=(-j6)  # one GPU: every test sees it; 2-GPU tests skip with their reason
-fi
-echo "$ngpus GPUs visible: ctest ${ctest_args[*]}"
-ctest --test-dir "$build" "${ctest_args[@]}" --timeout 300 --output-on-failure --output-junit "$junit" \
-  >"$logs/ctest.log" 2>&1
-ctest_rc=$?
-grep -E '\*\*\*|tests passed|tests failed' "$logs/ctest.log" | tail -n 40
-# Count the per-test result lines ("3/7 Test #6: name ....   Passed  0.01 sec"): their format is the
-# same in every cmake version, unlike the closing line.
-results=$(grep -E '^ *[0-9]+/[0-9]+ +Test +#[0-9]+: ' "$logs/ctest.log")
-total=$(grep -c . <<<"$results")
-passed=$(grep -cE ' Passed +[0-9.]+ sec' <<<"$results")
-skipped=$(grep -c '\*\*\*Skipped' <<<"$results")
-failed=$((total - passed - skipped))
-if ((total > 0)); then
-  summary+=("ctest: $passed passed, $skipped skipped, $failed failed of $total ($ngpus GPUs)")
-else
-  summary+=("ctest: no test ran (exit code $ctest_rc; ctest.log)")
-  failures+=("ctest ran nothing")
-fi
-while IFS= read -r name; do summary+=("  skipped: $name"); done < <(
-  sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*/\1/p' "$logs/ctest.log" | head -n 20)
-((ctest_rc == 0)) || failures+=("ctest")
+: >"$logs/ctest.log"
 
-section "gpuxfer check"
-"$gpuxfer" check >"$logs/check.log" 2>&1
-check_rc=$?
-"$build/apps/seed_example" >>"$logs/check.log" 2>&1
-example_rc=$?
-cat "$logs/check.log"
-summary+=("check: $(grep -c '^PASS' "$logs/check.log") PASS, $(grep -c '^FAIL' "$logs/check.log") FAIL, $(grep -c '^SKIP' "$logs/check.log") SKIP (exit code $check_rc)")
-summary+=("seed_example: $( ((example_rc == 0)) && echo OK || echo "FAILED (exit code $example_rc)")")
-((check_rc == 0)) || failures+=("gpuxfer check")
-((example_rc == 0)) || failures+=("seed_example")
+# --- the default run ---------------------------------------------------------------------------------
+if ((run_default)); then
+  section "tests"
+  spec=$PWD/$build/spec.json  # absolute: ctest reads it relative to the test directory
+  "$gpuxfer" resource-spec -o "$spec" || failures+=("resource-spec")
+  ngpus=$(grep -c '"id"' "$spec" 2>/dev/null)
+  ngpus=${ngpus:-0}
+  junit=$(realpath -m "$logs/junit.xml")
+  if ((ngpus >= 2)); then
+    ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 2)))
+  else
+    ctest_args=(-j1)  # 2-GPU tests skip with their reason
+  fi
+  echo "$ngpus GPUs visible: ctest ${ctest_args[*]}"
+  started=$SECONDS
+  ctest --test-dir "$build" "${ctest_args[@]}" --timeout 300 --output-on-failure --output-junit "$junit" \
+    >"$work/ctest.log" 2>&1
+  ctest_rc=$?
+  cat "$work/ctest.log" >>"$logs/ctest.log"
+  grep -E '\*\*\*|tests passed|tests failed' "$work/ctest.log" | tail -n 40
+  count_ctest "$work/ctest.log"
+  if ((total > 0)); then
+    summary+=("ctest: $passed passed, $skipped skipped, $failed failed of $total ($ngpus GPUs, $((SECONDS - started)) s)")
+  else
+    summary+=("ctest: no test ran (exit code $ctest_rc; ctest.log)")
+    failures+=("ctest ran nothing")
+  fi
+  while IFS= read -r name; do summary+=("  skipped: $name"); done < <(skipped_names "$work/ctest.log" | head -n 20)
+  ((ctest_rc == 0)) || failures+=("ctest")
+  # The stress test's own report: operations per kind, bytes, time.
+  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^\[ stress   \] total:' "$work/ctest.log")
 
-bench=$build/benchmarks/gpuxfer-bench
-if [[ -x $bench ]]; then
-  section "bench (short)"
-  "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
-  bench_rc=$?
-  tail -n 30 "$logs/bench.log"
-  summary+=("bench: exit code $bench_rc; last lines of bench.log:")
-  while IFS= read -r line; do summary+=("  $line"); done < <(grep -v '^\s*$' "$logs/bench.log" | tail -n 6)
-  ((bench_rc == 0)) || failures+=("bench")
-else
-  summary+=("bench: no $bench, not run")
+  section "gpuxfer check"
+  "$gpuxfer" check >"$logs/check.log" 2>&1
+  check_rc=$?
+  "$build/apps/seed_example" >>"$logs/check.log" 2>&1
+  example_rc=$?
+  cat "$logs/check.log"
+  summary+=("check: $(grep -c '^PASS' "$logs/check.log") PASS, $(grep -c '^FAIL' "$logs/check.log") FAIL, $(grep -c '^SKIP' "$logs/check.log") SKIP (exit code $check_rc)")
+  summary+=("seed_example: $( ((example_rc == 0)) && echo OK || echo "FAILED (exit code $example_rc)")")
+  ((check_rc == 0)) || failures+=("gpuxfer check")
+  ((example_rc == 0)) || failures+=("seed_example")
+
+  bench=$build/benchmarks/gpuxfer-bench
+  if [[ -x $bench ]]; then
+    section "bench (short)"
+    "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
+    bench_rc=$?
+    tail -n 30 "$logs/bench.log"
+    summary+=("bench: exit code $bench_rc; headline (ratio to the ceiling measured in the same run):")
+    while IFS= read -r line; do summary+=("  $line"); done < <(
+      sed -n '/^# headline/,$p' "$logs/bench.log" | grep -v '^\s*$')
+    ((bench_rc == 0)) || failures+=("bench")
+    # A headline ratio clearly below its floor (benchmarks/floors.json) is a regression: fail at once.
+    if [[ -s $logs/bench.json ]] && ((bench_rc == 0)); then
+      floors=$(python3 benchmarks/perf_report.py "$logs/bench.json" --floors benchmarks/floors.json 2>&1)
+      floors_rc=$?
+      while IFS= read -r line; do summary+=("  $line"); done <<<"$floors"
+      ((floors_rc == 0)) || failures+=("perf floors")
+    fi
+  else
+    summary+=("bench: no $bench, not run")
+  fi
 fi
 
-if ((${#failures[@]})); then
-  summary+=("RESULT: FAILED: ${failures[*]}")
-else
-  summary+=("RESULT: OK")
+# --- one GPU -------------------------------------------------------------------------------------------
+if ((run_one_gpu)); then
+  section "GPU tests on one GPU (CUDA_VISIBLE_DEVICES=0, -j8)"
+  started=$SECONDS
+  # The stress test shares the GPU with 7 other tests here: its 150 s limit is for the GPUs alone.
+  # GPUXFER_ONE_GPU_STRESS_OPS shortens the stress here (the full one runs in the default mode).
+  CUDA_VISIBLE_DEVICES=0 GPUXFER_STRESS_TIMEOUT_S=280 GPUXFER_STRESS_OPS=${GPUXFER_ONE_GPU_STRESS_OPS:-500} ctest --test-dir "$build" -L gpu -j8 --timeout 300 \
+    --output-on-failure >"$work/ctest-one-gpu.log" 2>&1
+  one_rc=$?
+  {
+    printf '\n=== GPU tests on one GPU (CUDA_VISIBLE_DEVICES=0)\n'
+    cat "$work/ctest-one-gpu.log"
+  } >>"$logs/ctest.log"
+  grep -E 'tests passed|tests failed' "$work/ctest-one-gpu.log"
+  count_ctest "$work/ctest-one-gpu.log"
+  # Only the tests that need two GPUs (suites MultiGpu*) may skip.
+  unexpected=$(skipped_names "$work/ctest-one-gpu.log" | grep -v 'MultiGpu')
+  summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s); $(
+    [[ -z $unexpected ]] && echo "every skip is a 2-GPU test" || echo "$(grep -c . <<<"$unexpected") skips of 1-GPU tests")")
+  while IFS= read -r name; do summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
+  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^\[ stress   \] total:' "$work/ctest-one-gpu.log")
+  ((total > 0 && one_rc == 0)) || failures+=("one-GPU ctest")
+  [[ -z $unexpected ]] || failures+=("one-GPU skips")
 fi
-{
-  printf '\n=== summary\n'
-  printf '%s\n' "${summary[@]}"
-} | tee "$logs/summary.txt"
-((${#failures[@]} == 0))
+
+# --- sanitizers ----------------------------------------------------------------------------------------
+if ((run_sanitize)); then
+  section "sanitizers"
+  san_log=$logs/sanitize.log
+  : >"$san_log"
+  caps=(GPUXFER_TEST_MAX_BYTES=4MiB GPUXFER_STRESS_THREADS=2 GPUXFER_STRESS_OPS=20 GPUXFER_NCCL=0)
+  asan_env=(ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+  # A distinct exit code for "the sanitizer reported something", apart from the program's own failures.
+  cs=(compute-sanitizer --error-exitcode 86 --report-api-errors no)
+  pids=()
+  # Time limits and the tests under memcheck can be narrowed for a short lease of the runner.
+  check_limit=${GPUXFER_SANITIZE_LIMIT_S:-240}
+  tests_limit=${GPUXFER_SANITIZE_LIMIT_S:-300}
+  tests_filter=${GPUXFER_SANITIZE_FILTER:--*DeathTest*:*nccl*}
+
+  # Runs a command in the background under a time limit: its output in $work/NAME.log, "EXIT SECONDS"
+  # in $work/NAME.rc. Everything runs at once: the sanitizers keep the GPUs busy, the ASan build the CPUs.
+  background() {
+    local name=$1 limit=$2
+    shift 2
+    rm -f "$work/$name.log" "$work/$name.rc"
+    (
+      started=$SECONDS
+      timeout "$limit" "$@" >"$work/$name.log" 2>&1
+      echo "$? $((SECONDS - started))" >"$work/$name.rc"
+    ) &
+    pids+=($!)
+  }
+
+  # The count a compute-sanitizer run reported ("ERROR SUMMARY: N errors", racecheck's "RACECHECK
+  # SUMMARY: H hazards displayed (E errors, W warnings)"), or "none" when it printed no summary.
+  errors_in() {
+    local race
+    race=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazards displayed \([0-9]+ errors' "$1" | tail -n 1 |
+      grep -oE '[0-9]+ errors' | grep -oE '[0-9]+')
+    if [[ -n $race ]]; then
+      echo "$race"
+      return
+    fi
+    grep -oE 'ERROR SUMMARY: [0-9]+ error' "$1" | tail -n 1 | grep -oE '[0-9]+' || echo none
+  }
+
+  # Adds a run's log to sanitize.log under a header; sets rc and secs.
+  collect() {
+    local name=$1 what=$2
+    read -r rc secs <"$work/$name.rc" 2>/dev/null || { rc=255 secs=0; }
+    {
+      printf '\n=== %s: %s (exit code %s, %s s)\n' "$name" "$what" "$rc" "$secs"
+      cat "$work/$name.log"
+    } >>"$san_log"
+  }
+
+  # The first reports of a run, counted by kind, for the summary.
+  first_reports() {
+    grep -E '^========= +(Invalid|Race|Barrier|Uninitialized|Program hit|Malloc|Leaked|Misaligned|Out-of-range|Warning|Error)' "$1" |
+      sed -E 's/0x[0-9a-f]+/0x.../g' | sort | uniq -c | sort -rn | head -n 5
+  }
+
+  (cmake --preset asan && cmake --build "$asan_build" -j "$jobs" --target gpuxfer_gpu_tests gpuxfer_cpu_tests) \
+    >"$work/asan-build.log" 2>&1 &
+  asan_pid=$!
+
+  if command -v compute-sanitizer >/dev/null; then
+    check=("$gpuxfer" check --size 1MiB)
+XX
+    # The GPU tests in one process, small: every single- and two-GPU test but the fault tests (which
+    # fault on purpose) and NCCL's own path (it runs under all four tools in gpuxfer check above).
+    background memcheck-tests "$tests_limit" env "${caps[@]}" "${cs[@]}" --tool memcheck "$build/tests/gpuxfer_gpu_tests" \
+      --gtest_brief=1 "--gtest_filter=$tests_filter"
+  else
+    summary+=("sanitize: compute-sanitizer is not on PATH")
+    failures+=("compute-sanitizer missing")
+  fi
+
+  echo "compute-sanitizer runs started; building $asan_build meanwhile"
+  if wait "$asan_pid"; then
+    summary+=("asan build: OK")
+    background asan-gpu-tests "$tests_limit" env "${asan_env[@]}" "${caps[@]}" "$asan_build/tests/gpuxfer_gpu_tests" --gtest_brief=1
+    background asan-cpu-tests "$tests_limit" env "${asan_env[@]}" "$asan_build/tests/gpuxfer_cpu_tests" --gtest_brief=1
+  else
+    summary+=("asan build: FAILED (sanitize.log)")
+    failures+=("asan build")
+  fi
+  {
+    printf '\n=== ASan + UBSan build (%s)\n' "$asan_build"
+    tail -n 40 "$work/asan-build.log"
+  } >>"$san_log"
+  echo "waiting for ${#pids[@]} runs"
+  wait "${pids[@]}"
+
+  gtest_counts() {
+    grep -E '^\[  (PASSED  |FAILED  |SKIPPED )\] [0-9]+ tests?' "$1" | sed -E 's/(, listed below:|[,.])$//' | tr '\n' ' '
+  }
+  for name in memcheck-check racecheck-check synccheck-check initcheck-check leakcheck-check memcheck-tests; do
+    [[ -f $work/$name.rc ]] || continue
+    collect "$name" "compute-sanitizer"
+    errors=$(errors_in "$work/$name.log")
+    line="sanitize $name: $errors errors (exit code $rc, $secs s)"
+    [[ $name == memcheck-tests ]] && line+="; $(gtest_counts "$work/$name.log")"
+    ((rc == 124)) && line+=" TIMED OUT"
+    if [[ $name == leakcheck-check ]]; then
+      leaks=$(grep -cE '^========= +Leaked [0-9]+ bytes' "$work/$name.log")
+      line="sanitize $name: $leaks leaked allocations at exit (informational; backtraces in sanitize.log), exit code $rc"
+      summary+=("$line")
+      echo "$line"
+      continue
+    fi
+    summary+=("$line")
+    echo "$line"
+    if [[ $errors != 0 ]] || ((rc != 0)); then
+      failures+=("$name")
+      while IFS= read -r first; do summary+=("  $first"); done < <(first_reports "$work/$name.log")
+    fi
+  done
+  for kind in gpu cpu; do
+    name="asan-$kind-tests"
+    [[ -f $work/$name.rc ]] || continue
+    collect "$name" "ASan + UBSan, $asan_build/tests/gpuxfer_${kind}_tests"
+    reports=$(grep -cE 'ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:' "$work/$name.log")
+    line="sanitize $name: $reports reports (exit code $rc, $secs s); $(gtest_counts "$work/$name.log")"
+    ((rc == 124)) && line+=" TIMED OUT"
+    summary+=("$line")
+    echo "$line"
+    if ((reports != 0 || rc != 0)); then
+      failures+=("$name")
+      while IFS= read -r first; do summary+=("  $first"); done < <(
+        grep -E 'ERROR: AddressSanitizer|runtime error:|^\[  FAILED  \]' "$work/$name.log" | head -n 5)
+    fi
+  done
+fi
+
+finish

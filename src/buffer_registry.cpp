@@ -15,6 +15,15 @@ std::string describe(const void* ptr, std::size_t size) {
   return std::string("pointer ") + text + " (" + std::to_string(size) + " bytes)";
 }
 
+// A sticky driver error (the device faulted) is reported as such, not as a bad pointer.
+void throw_if_faulted(int result, const std::string& who) {
+  if (result > 0 && is_sticky(static_cast<cudaError_t>(result))) {
+    throw Error(Errc::device_fault, who + ": the device has faulted (driver error " + std::to_string(result) + ", " +
+                                        cudaGetErrorName(static_cast<cudaError_t>(result)) +
+                                        "); the process must reset it");
+  }
+}
+
 }  // namespace
 
 AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, const void* ptr,
@@ -39,7 +48,8 @@ AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, c
   }
   AddressRange range;
   DeviceGuard guard(impl.ordinal(index));
-  if (!address_range(ptr, range)) {
+  if (const int result = address_range(ptr, range); result != 0) {
+    throw_if_faulted(result, who);
     throw Error(Errc::invalid_buffer, who + ": the driver knows no allocation at this address");
   }
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
@@ -54,7 +64,9 @@ AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, c
 void recheck(const ManagerImpl& impl, std::size_t index, const Registration& reg) {
   AddressRange now;
   DeviceGuard guard(impl.ordinal(index));
-  if (!address_range(reg.ptr, now) || now.base != reg.allocation.base || now.size != reg.allocation.size) {
+  const int result = address_range(reg.ptr, now);
+  throw_if_faulted(result, "the buffer registered on " + device_name(impl, index));
+  if (result != 0 || now.base != reg.allocation.base || now.size != reg.allocation.size) {
     throw Error(Errc::invalid_buffer, "the buffer registered on " + device_name(impl, index) + " (" +
                                           describe(reg.ptr, reg.size) +
                                           ") was freed or reallocated since set_device_buffer; register it again");

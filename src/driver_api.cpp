@@ -21,15 +21,16 @@ PFN_cuMemGetAddressRange_v3020 load_get_address_range() noexcept {
 
 }  // namespace
 
-bool address_range(const void* ptr, AddressRange& out) noexcept {
+int address_range(const void* ptr, AddressRange& out) noexcept {
   static const PFN_cuMemGetAddressRange_v3020 get_range = load_get_address_range();
-  if (get_range == nullptr) return false;
+  if (get_range == nullptr) return -1;
   CUdeviceptr base = 0;
   size_t size = 0;
-  if (get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return false;
+  const CUresult result = get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+  if (result != CUDA_SUCCESS) return static_cast<int>(result);
   out.base = static_cast<std::uintptr_t>(base);
   out.size = size;
-  return true;
+  return 0;
 }
 
 }  // namespace gpuxfer::detail

@@ -13,8 +13,10 @@ struct AddressRange {
   std::size_t size = 0;
 };
 
-/// cuMemGetAddressRange for @p ptr; false when the driver knows no allocation at that address (freed,
-/// host memory) or the entry point is unavailable.
-[[nodiscard]] bool address_range(const void* ptr, AddressRange& out) noexcept;
+/// cuMemGetAddressRange for @p ptr (the caller makes the pointer's device current). Returns the driver's
+/// CUresult: 0 on success; an error when the driver knows no allocation at that address (freed, host
+/// memory) or the device has faulted (the sticky codes equal the runtime's: 700 illegal address, ...);
+/// -1 when the entry point is unavailable.
+[[nodiscard]] int address_range(const void* ptr, AddressRange& out) noexcept;
 
 }  // namespace gpuxfer::detail

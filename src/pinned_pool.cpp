@@ -156,6 +156,12 @@ PinnedPool::~PinnedPool() = default;
 
 HostBuffer PinnedPool::acquire(std::size_t bytes) {
   if (bytes == 0) return HostBuffer{};
+  // Checked before rounding up to a size class, which would overflow for sizes near SIZE_MAX.
+  if (bytes > state_->limit) {
+    throw Error(Errc::out_of_memory, "pinned pool limit of " + std::to_string(state_->limit) +
+                                         " bytes is below the request: asked for " + std::to_string(bytes) +
+                                         " (raise Options::pool_limit_bytes or GPUXFER_POOL_LIMIT)");
+  }
   const std::size_t block_bytes = detail::PoolState::size_class(bytes);
   std::byte* block = state_->lease(block_bytes, bytes);
   return HostBuffer(state_, block, block_bytes, bytes);

@@ -1,9 +1,12 @@
 #include "gpu/fixture.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -45,6 +48,72 @@ std::string byte_hex(std::uint8_t value) {
 
 std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info) {
   return std::to_string(info.param);
+}
+
+// --- size cap, watchdog, child processes ----------------------------------------------------------------
+
+std::optional<std::size_t> test_max_bytes() {
+  const char* text = std::getenv("GPUXFER_TEST_MAX_BYTES");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  try {
+    return parse_size(text);
+  } catch (const Error& e) {
+    throw Error(Errc::invalid_option, std::string("GPUXFER_TEST_MAX_BYTES=") + text + ": " + e.message());
+  }
+}
+
+std::string above_test_max(std::size_t bytes) {
+  const std::optional<std::size_t> cap = test_max_bytes();
+  if (!cap || bytes <= *cap) return {};
+  std::ostringstream why;
+  why << "size " << bytes << " above GPUXFER_TEST_MAX_BYTES=" << std::getenv("GPUXFER_TEST_MAX_BYTES") << " (" << *cap
+      << " bytes)";
+  return why.str();
+}
+
+std::optional<std::size_t> param_bytes() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr || info->value_param() == nullptr) return std::nullopt;
+  // gtest prints a std::size_t parameter as "4095" and a tuple as "(<first>, ..., 4095)".
+  std::string_view text = info->value_param();
+  if (!text.empty() && text.back() == ')') text.remove_suffix(1);
+  const std::size_t last = text.find_last_not_of("0123456789");
+  const std::string_view digits = last == std::string_view::npos ? text : text.substr(last + 1);
+  if (digits.empty()) return std::nullopt;
+  if (last != std::string_view::npos && text[last] != ' ' && text[last] != '(') return std::nullopt;
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+Watchdog::Watchdog(std::chrono::seconds limit, std::string what, std::function<std::string()> state)
+    : thread_([this, limit, what = std::move(what), state = std::move(state)] {
+        std::unique_lock lock(mutex_);
+        if (stop_.wait_for(lock, limit, [this] { return done_; })) return;
+        std::ostringstream message;
+        message << "[  FAILED  ] watchdog: " << what << " still running after " << limit.count()
+                << " s: a deadlock or a hang";
+        if (state) message << "\n" << state();
+        // Both streams: ctest shows stdout, a death test's parent reads stderr.
+        std::cout << message.str() << std::endl;
+        std::cerr << message.str() << std::endl;
+        std::_Exit(124);
+      }) {}
+
+Watchdog::~Watchdog() {
+  {
+    const std::lock_guard lock(mutex_);
+    done_ = true;
+  }
+  stop_.notify_all();
+  thread_.join();
+}
+
+void keep_devices_for_child_processes() {
+  // tests/gpu/main.cpp maps the CTEST_RESOURCE_GROUP_* variables onto CUDA_VISIBLE_DEVICES at start-up;
+  // in a child that inherited the mapped CUDA_VISIBLE_DEVICES, mapping again would index into it wrongly.
+  static_cast<void>(unsetenv("CTEST_RESOURCE_GROUP_COUNT"));
 }
 
 void cuda_check(cudaError_t status, std::string_view what) {
@@ -226,6 +295,10 @@ Options GpuTest::options() const {
 void GpuTest::SetUp() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   run_ = std::hash<std::string>{}(std::string(info->test_suite_name()) + "." + info->name());
+  // The size cap first: a sanitizer run pays for every manager it creates.
+  if (const std::optional<std::size_t> bytes = param_bytes()) {
+    if (const std::string why = above_test_max(*bytes); !why.empty()) GTEST_SKIP() << why;
+  }
 
   manager_ = MultiGpuManager::create(options());
   const std::size_t found = manager_->device_count();

@@ -4,14 +4,19 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -30,6 +35,48 @@ inline constexpr std::byte kPoison{0xA5};
 
 /// Sizes the data tests run: empty, tiny and odd, just under a page, past a chunk, and large.
 inline constexpr std::array<std::size_t, 6> kSizes{0, 1, 3, 4095, kMiB + 7, 256 * kMiB};
+
+/// The largest buffer a test may use: GPUXFER_TEST_MAX_BYTES parsed with parse_size ("4MiB"), set by the
+/// sanitizer runs, where every byte costs; nullopt when unset. @throws Error(Errc::invalid_option) for a
+/// value that does not parse
+[[nodiscard]] std::optional<std::size_t> test_max_bytes();
+
+/// "size N above GPUXFER_TEST_MAX_BYTES=... (M bytes)" when @p bytes is above the cap, else an empty string.
+[[nodiscard]] std::string above_test_max(std::size_t bytes);
+
+/// The byte count a size-parameterised test runs with: its parameter when that is a number, else the
+/// last element of its tuple parameter when that is one (every size-parameterised test here puts the
+/// size last); nullopt for other tests. GpuTest::SetUp skips tests whose size is above test_max_bytes().
+[[nodiscard]] std::optional<std::size_t> param_bytes();
+
+/// Skips the current test (GTEST_SKIP returns from the calling function) when @p bytes is above
+/// GPUXFER_TEST_MAX_BYTES: for tests whose large size is not their parameter.
+#define GPUXFER_SKIP_ABOVE_TEST_MAX(bytes)                                                   \
+  if (const std::string gpuxfer_why_ = ::gpuxfer::test::above_test_max(bytes); gpuxfer_why_.empty()) { \
+  } else                                                                                     \
+    GTEST_SKIP() << gpuxfer_why_
+
+/// Ends the process, saying why, when the scope it guards runs past its limit: a test that deadlocks
+/// fails with a message instead of holding the run until ctest's timeout. The message names @p what and
+/// adds what @p state says (for example each thread's current operation).
+class Watchdog {
+ public:
+  Watchdog(std::chrono::seconds limit, std::string what, std::function<std::string()> state = {});
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+/// Lets a child process of this test (a "threadsafe" death test re-runs the binary) see the same GPUs:
+/// CUDA_VISIBLE_DEVICES already holds what ctest's resource groups asked for, so the child must not
+/// map the CTEST_RESOURCE_GROUP_* variables a second time.
+void keep_devices_for_child_processes();
 
 /// Names a size-parameterised test by its byte count ("Bytes/GpuGatherBySize.GatherAll/4095").
 std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info);

@@ -96,6 +96,8 @@ bool apply_ctest_resource_groups() {
   }
   std::fprintf(stderr, "gpuxfer_gpu_tests: CUDA_VISIBLE_DEVICES=%s (from ctest resource groups)\n",
                devices.c_str());
+  // Mapped once: a child process (a death test) must not map its ids onto this list again.
+  unsetenv("CTEST_RESOURCE_GROUP_COUNT");
   return true;
 }
 

@@ -266,7 +266,14 @@ if ((run_sanitize)); then
 
   if command -v compute-sanitizer >/dev/null; then
     check=("$gpuxfer" check --size 1MiB)
-XX
+    background memcheck-check "$check_limit" "${cs[@]}" --tool memcheck "${check[@]}"
+    background racecheck-check "$check_limit" "${cs[@]}" --tool racecheck "${check[@]}"
+    background synccheck-check "$check_limit" "${cs[@]}" --tool synccheck "${check[@]}"
+    # NCCL off under initcheck: NCCL's LL-protocol broadcast kernel reads its own flag buffers before
+    # writing them, thousands of reports inside libnccl (seen on the runner), none in gpuxfer's code.
+    background initcheck-check "$check_limit" env GPUXFER_NCCL=0 "${cs[@]}" --tool initcheck "${check[@]}"
+    # Leaks apart, for the record: the CUDA runtime and NCCL may keep allocations to the end.
+    background leakcheck-check "$check_limit" "${cs[@]}" --tool memcheck --leak-check full "${check[@]}"
     # The GPU tests in one process, small: every single- and two-GPU test but the fault tests (which
     # fault on purpose) and NCCL's own path (it runs under all four tools in gpuxfer check above).
     background memcheck-tests "$tests_limit" env "${caps[@]}" "${cs[@]}" --tool memcheck "$build/tests/gpuxfer_gpu_tests" \

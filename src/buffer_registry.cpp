@@ -15,12 +15,32 @@ std::string describe(const void* ptr, std::size_t size) {
   return std::string("pointer ") + text + " (" + std::to_string(size) + " bytes)";
 }
 
+// The managed devices whose context reports a sticky error now ("device 0, device 1"). A fault on one
+// device reaches every device it shares peer mappings with (seen on the 2 x H200 runner), so the device
+// where an operation notices it need not be the one that faulted: name them all.
+std::string faulted_devices(const ManagerImpl& impl) {
+  std::string names;
+  int previous = 0;
+  (void)cudaGetDevice(&previous);
+  for (std::size_t i = 0; i < impl.size(); ++i) {
+    if (cudaSetDevice(impl.ordinal(i)) != cudaSuccess) continue;
+    if (is_sticky(cudaStreamQuery(impl.context(i).peer.get()))) {
+      names += (names.empty() ? "" : ", ") + device_name(impl, i);
+    }
+  }
+  (void)cudaSetDevice(previous);
+  return names;
+}
+
 // A sticky driver error (the device faulted) is reported as such, not as a bad pointer.
-void throw_if_faulted(int result, const std::string& who) {
+void throw_if_faulted(const ManagerImpl& impl, int result, const std::string& who) {
   if (result > 0 && is_sticky(static_cast<cudaError_t>(result))) {
-    throw Error(Errc::device_fault, who + ": the device has faulted (driver error " + std::to_string(result) + ", " +
-                                        cudaGetErrorName(static_cast<cudaError_t>(result)) +
-                                        "); the process must reset it");
+    const std::string reporting = faulted_devices(impl);
+    throw Error(Errc::device_fault,
+                who + ": the device has faulted (driver error " + std::to_string(result) + ", " +
+                    cudaGetErrorName(static_cast<cudaError_t>(result)) + ")" +
+                    (reporting.empty() ? std::string{} : "; the fault is reported on " + reporting) +
+                    "; the process must reset its devices");
   }
 }
 
@@ -49,7 +69,7 @@ AddressRange validate_device_range(const ManagerImpl& impl, std::size_t index, c
   AddressRange range;
   DeviceGuard guard(impl.ordinal(index));
   if (const int result = address_range(ptr, range); result != 0) {
-    throw_if_faulted(result, who);
+    throw_if_faulted(impl, result, who);
     throw Error(Errc::invalid_buffer, who + ": the driver knows no allocation at this address");
   }
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
@@ -65,7 +85,7 @@ void recheck(const ManagerImpl& impl, std::size_t index, const Registration& reg
   AddressRange now;
   DeviceGuard guard(impl.ordinal(index));
   const int result = address_range(reg.ptr, now);
-  throw_if_faulted(result, "the buffer registered on " + device_name(impl, index));
+  throw_if_faulted(impl, result, "the buffer registered on " + device_name(impl, index));
   if (result != 0 || now.base != reg.allocation.base || now.size != reg.allocation.size) {
     throw Error(Errc::invalid_buffer, "the buffer registered on " + device_name(impl, index) + " (" +
                                           describe(reg.ptr, reg.size) +

@@ -38,7 +38,9 @@ def markdown(bench, torch):
     size = head["size"]
     tres = torch["results"] if torch else []
     lines = [
-        f"Headline at {gib(size)} per device; GB/s = bytes / time ({bench['convention'] if isinstance(bench.get('convention'), str) else 'see JSON'}).",
+        f"Headline at {gib(size)} per device.",
+        "",
+        f"Convention: {bench.get('convention', 'see the JSON')}",
         "",
         "| operation | gpuxfer GB/s | ceiling | ceiling GB/s | ratio | target | met | PyTorch GB/s | gpuxfer / PyTorch |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -22,8 +22,6 @@ namespace gpuxfer::detail {
 [[noreturn]] void throw_nccl(int result, const char* expr, const char* file, int line,
                              const std::string& context);
 
-[[noreturn]] inline void fail(Errc code, const std::string& message) { throw Error(code, message); }
-
 }  // namespace gpuxfer::detail
 
 /// Checks a CUDA call; on failure throws gpuxfer::Error with the call, file:line and error name.
@@ -46,10 +44,4 @@ namespace gpuxfer::detail {
       ::gpuxfer::detail::throw_nccl(static_cast<int>(gpuxfer_res_), #call, __FILE__,        \
                                     __LINE__, (context));                                   \
     }                                                                                       \
-  } while (0)
-
-/// Throws gpuxfer::Error(@p code, @p message) unless @p condition holds.
-#define GPUXFER_EXPECTS(condition, code, message)                                           \
-  do {                                                                                      \
-    if (!(condition)) ::gpuxfer::detail::fail((code), (message));                           \
   } while (0)

@@ -52,18 +52,6 @@ SharedEvent enqueue_download(ManagerImpl& m, const DeviceRange& src, std::byte* 
   return record_event(ctx.ordinal, stream);
 }
 
-SharedEvent enqueue_upload(ManagerImpl& m, const std::byte* host, const DeviceRange& dst) {
-  DeviceContext& ctx = m.context(dst.device);
-  DeviceGuard guard(ctx.ordinal);
-  const cudaStream_t stream = ctx.upload.get();
-  stream_wait(stream, dst.ready);
-  if (dst.size != 0) {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(dst.ptr, host, dst.size, cudaMemcpyHostToDevice, stream),
-                         sized(m, "upload", dst.device, dst.size));
-  }
-  return record_event(ctx.ordinal, stream);
-}
-
 SharedEvent enqueue_peer_copy(ManagerImpl& m, const DeviceRange& src, const DeviceRange& dst,
                               std::size_t stream_owner) {
   DeviceContext& ctx = m.context(stream_owner);
@@ -197,7 +185,5 @@ void download_pageable(ManagerImpl& m, std::span<const DeviceRange> sources, std
     throw;
   }
 }
-
-void finish(Completion& done) { done.wait(); }
 
 }  // namespace gpuxfer::detail

@@ -37,9 +37,6 @@ struct DeviceRange {
 /// Queues @p src -> pinned @p host on src's download stream. Returns the event after which it is done.
 SharedEvent enqueue_download(ManagerImpl& m, const DeviceRange& src, std::byte* host);
 
-/// Queues pinned @p host -> @p dst on dst's upload stream. Returns the event after which it is done.
-SharedEvent enqueue_upload(ManagerImpl& m, const std::byte* host, const DeviceRange& dst);
-
 /// Queues a peer copy src -> dst (both ranges' ready events waited for) on @p stream_owner's peer
 /// stream. The two devices must have peer access, or be the same device.
 SharedEvent enqueue_peer_copy(ManagerImpl& m, const DeviceRange& src, const DeviceRange& dst,
@@ -68,8 +65,5 @@ enum class UploadMode { per_device, scatter_allgather };
 /// every target holds the bytes.
 void upload_to_all(ManagerImpl& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
                    UploadMode mode);
-
-/// Waits for every event tracked by @p done, then returns; errors name the device.
-void finish(Completion& done);
 
 }  // namespace gpuxfer::detail

@@ -8,7 +8,7 @@
 #   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
 #               that need 2 GPUs may skip
 #   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over
-#               `gpuxfer check --size 1MiB` (every path); memcheck over the GPU tests with small sizes and a
+#               `gpuxfer check --size 1MiB` (every path) and over the GPU tests with small sizes and a
 #               short stress (not the fault tests, which fault on purpose); the GPU and CPU tests built with
 #               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
 #   --all       the three
@@ -274,10 +274,12 @@ if ((run_sanitize)); then
     background initcheck-check "$check_limit" env GPUXFER_NCCL=0 "${cs[@]}" --tool initcheck "${check[@]}"
     # Leaks apart, for the record: the CUDA runtime and NCCL may keep allocations to the end.
     background leakcheck-check "$check_limit" "${cs[@]}" --tool memcheck --leak-check full "${check[@]}"
-    # The GPU tests in one process, small: every single- and two-GPU test but the fault tests (which
-    # fault on purpose) and NCCL's own path (it runs under all four tools in gpuxfer check above).
-    background memcheck-tests "$tests_limit" env "${caps[@]}" "${cs[@]}" --tool memcheck "$build/tests/gpuxfer_gpu_tests" \
-      --gtest_brief=1 "--gtest_filter=$tests_filter"
+    # The GPU tests in one process per tool, small: every single- and two-GPU test but the fault tests
+    # (which fault on purpose) and NCCL's own path (it runs under three tools in gpuxfer check above).
+    for tool in memcheck racecheck synccheck initcheck; do
+      background "$tool-tests" "$tests_limit" env "${caps[@]}" "${cs[@]}" --tool "$tool" \
+        "$build/tests/gpuxfer_gpu_tests" --gtest_brief=1 "--gtest_filter=$tests_filter"
+    done
   else
     summary+=("sanitize: compute-sanitizer is not on PATH")
     failures+=("compute-sanitizer missing")
@@ -302,12 +304,12 @@ if ((run_sanitize)); then
   gtest_counts() {
     grep -E '^\[  (PASSED  |FAILED  |SKIPPED )\] [0-9]+ tests?' "$1" | sed -E 's/(, listed below:|[,.])$//' | tr '\n' ' '
   }
-  for name in memcheck-check racecheck-check synccheck-check initcheck-check leakcheck-check memcheck-tests; do
+  for name in {memcheck,racecheck,synccheck,initcheck,leakcheck}-check {memcheck,racecheck,synccheck,initcheck}-tests; do
     [[ -f $work/$name.rc ]] || continue
     collect "$name" "compute-sanitizer"
     errors=$(errors_in "$work/$name.log")
     line="sanitize $name: $errors errors (exit code $rc, $secs s)"
-    [[ $name == memcheck-tests ]] && line+="; $(gtest_counts "$work/$name.log")"
+    [[ $name == *-tests ]] && line+="; $(gtest_counts "$work/$name.log")"
     ((rc == 124)) && line+=" TIMED OUT"
     if [[ $name == leakcheck-check ]]; then
       leaks=$(grep -cE '^========= +Leaked [0-9]+ bytes' "$work/$name.log")

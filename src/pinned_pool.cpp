@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <utility>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
@@ -161,6 +162,13 @@ HostBuffer PinnedPool::acquire(std::size_t bytes) {
     throw Error(Errc::out_of_memory, "pinned pool limit of " + std::to_string(state_->limit) +
                                          " bytes is below the request: asked for " + std::to_string(bytes) +
                                          " (raise Options::pool_limit_bytes or GPUXFER_POOL_LIMIT)");
+  }
+  // With a limit near SIZE_MAX the size class itself would overflow: no host can pin half the address
+  // space, so such a request is out of memory whatever the limit.
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) {
+    throw Error(Errc::out_of_memory, "pinned pool: a request of " + std::to_string(bytes) +
+                                         " bytes is beyond any size class (at most " +
+                                         std::to_string(std::numeric_limits<std::size_t>::max() / 2) + ")");
   }
   const std::size_t block_bytes = detail::PoolState::size_class(bytes);
   std::byte* block = state_->lease(block_bytes, bytes);

@@ -486,5 +486,19 @@ TEST(CpuBadInput, PoolAcquireOfSizeMaxIsOutOfMemory) {
   EXPECT_EQ(pool.stats().allocations, 0u);
 }
 
+// Without a meaningful limit the same requests are refused by size alone (the size class of anything above
+// SIZE_MAX / 2 does not fit in std::size_t).
+TEST(CpuBadInput, PoolWithoutALimitRefusesSizesBeyondAnySizeClass) {
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  PinnedPool pool(max);
+  for (std::size_t bytes : {max, max - 1, max - 4096, max / 2 + 1}) {
+    EXPECT_TRUE(test::throws_error([&] { (void)pool.acquire(bytes); }, Errc::out_of_memory,
+                                   "beyond any size class"))
+        << bytes;
+  }
+  EXPECT_EQ(pool.stats().in_use, 0u);
+  EXPECT_EQ(pool.stats().allocations, 0u);
+}
+
 }  // namespace
 }  // namespace gpuxfer

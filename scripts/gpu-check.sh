@@ -196,7 +196,7 @@ if ((run_one_gpu)); then
   unexpected=$(skipped_names "$work/ctest-one-gpu.log" | grep -v 'MultiGpu')
   summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s); $(
     [[ -z $unexpected ]] && echo "every skip is a 2-GPU test" || echo "$(grep -c . <<<"$unexpected") skips of 1-GPU tests")")
-  while IFS= read -r name; do summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
+  while IFS= read -r name; do [[ -n $name ]] && summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
   while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^\[ stress   \] total:' "$work/ctest-one-gpu.log")
   ((total > 0 && one_rc == 0)) || failures+=("one-GPU ctest")
   [[ -z $unexpected ]] || failures+=("one-GPU skips")
@@ -276,9 +276,15 @@ if ((run_sanitize)); then
     background leakcheck-check "$check_limit" "${cs[@]}" --tool memcheck --leak-check full "${check[@]}"
     # The GPU tests in one process per tool, small: every single- and two-GPU test but the fault tests
     # (which fault on purpose) and NCCL's own path (it runs under three tools in gpuxfer check above).
+    # Racecheck loses track of the kernel launches of one test (4 threads copying peer to peer both ways,
+    # checking on the legacy stream) and hangs: "Internal Sanitizer Error: Detected a failure to track a
+    # kernel launch" (compute-sanitizer 2025.3.1, on the runner). It runs under the other three tools.
+    racecheck_skip=MultiGpuThreads.CopiesBothWaysAtOnceOnSeparateEngines
     for tool in memcheck racecheck synccheck initcheck; do
+      filter=$tests_filter
+      [[ $tool == racecheck ]] && filter+="$([[ $filter == *-* ]] && echo : || echo -)$racecheck_skip"
       background "$tool-tests" "$tests_limit" env "${caps[@]}" "${cs[@]}" --tool "$tool" \
-        "$build/tests/gpuxfer_gpu_tests" --gtest_brief=1 "--gtest_filter=$tests_filter"
+        "$build/tests/gpuxfer_gpu_tests" --gtest_brief=1 "--gtest_filter=$filter"
     done
   else
     summary+=("sanitize: compute-sanitizer is not on PATH")

@@ -80,6 +80,10 @@ count_ctest() {
   failed=$((total - passed - skipped))
 }
 
+stress_totals() {
+  grep -ohE '\[ stress   \] total:.*' "$@" 2>/dev/null | sort -u
+}
+
 skipped_names() {
   sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*/\1/p' "$1"
 }
@@ -141,8 +145,9 @@ if ((run_default)); then
   fi
   while IFS= read -r name; do summary+=("  skipped: $name"); done < <(skipped_names "$work/ctest.log" | head -n 20)
   ((ctest_rc == 0)) || failures+=("ctest")
-  # The stress test's own report: operations per kind, bytes, time.
-  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^\[ stress   \] total:' "$work/ctest.log")
+  # The stress test's own report: operations, bytes, time, the pool at the end (in the junit file when it
+  # passed: ctest prints the output of failed tests only).
+  while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest.log" "$junit")
 
   section "gpuxfer check"
   "$gpuxfer" check >"$logs/check.log" 2>&1
@@ -184,7 +189,7 @@ if ((run_one_gpu)); then
   # The stress test shares the GPU with 7 other tests here: its 150 s limit is for the GPUs alone.
   # GPUXFER_ONE_GPU_STRESS_OPS shortens the stress here (the full one runs in the default mode).
   CUDA_VISIBLE_DEVICES=0 GPUXFER_STRESS_TIMEOUT_S=280 GPUXFER_STRESS_OPS=${GPUXFER_ONE_GPU_STRESS_OPS:-500} ctest --test-dir "$build" -L gpu -j8 --timeout 300 \
-    --output-on-failure >"$work/ctest-one-gpu.log" 2>&1
+    --output-on-failure --output-junit "$(realpath -m "$work/junit-one-gpu.xml")" >"$work/ctest-one-gpu.log" 2>&1
   one_rc=$?
   {
     printf '\n=== GPU tests on one GPU (CUDA_VISIBLE_DEVICES=0)\n'
@@ -197,7 +202,7 @@ if ((run_one_gpu)); then
   summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s); $(
     [[ -z $unexpected ]] && echo "every skip is a 2-GPU test" || echo "$(grep -c . <<<"$unexpected") skips of 1-GPU tests")")
   while IFS= read -r name; do [[ -n $name ]] && summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
-  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^\[ stress   \] total:' "$work/ctest-one-gpu.log")
+  while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest-one-gpu.log" "$work/junit-one-gpu.xml")
   ((total > 0 && one_rc == 0)) || failures+=("one-GPU ctest")
   [[ -z $unexpected ]] || failures+=("one-GPU skips")
 fi

@@ -22,6 +22,7 @@
 
 #include "check_fixture.hpp"
 #include "commands.hpp"
+#include "cuda_resources.hpp"
 #include "format.hpp"
 
 namespace gpuxfer::cli {

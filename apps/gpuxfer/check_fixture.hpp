@@ -14,13 +14,10 @@
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/pattern.hpp>
-#include <gpuxfer_support/cuda_resources.hpp>
+
+#include "cuda_resources.hpp"
 
 namespace gpuxfer::cli {
-
-using support::DeviceGuard;
-using support::DeviceMemory;
-using support::Stream;
 
 /// Thrown by a case that cannot run on this machine; says why.
 struct Skip {

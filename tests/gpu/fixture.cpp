@@ -126,6 +126,13 @@ void cuda_check(cudaError_t status, std::string_view what) {
 
 // --- RAII ---------------------------------------------------------------------------------------------
 
+DeviceGuard::DeviceGuard(int ordinal) {
+  cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
+  cuda_check(cudaSetDevice(ordinal), "cudaSetDevice");
+}
+
+DeviceGuard::~DeviceGuard() { static_cast<void>(cudaSetDevice(previous_)); }
+
 DeviceMemory::DeviceMemory(int ordinal, std::size_t bytes) : ordinal_(ordinal), size_(bytes) {
   const DeviceGuard guard(ordinal);
   void* ptr = nullptr;

@@ -23,7 +23,6 @@
 #include <gtest/gtest.h>
 
 #include <gpuxfer/gpuxfer.hpp>
-#include <gpuxfer_support/cuda_resources.hpp>
 
 #include "common/expect_error.hpp"
 
@@ -85,8 +84,17 @@ std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info);
 /// Throws std::runtime_error naming @p what and the CUDA error when @p status is not cudaSuccess.
 void cuda_check(cudaError_t status, std::string_view what);
 
-/// Makes an ordinal current; restores the caller's device when destroyed (throws gpuxfer::Error).
-using support::DeviceGuard;
+/// Makes @p ordinal current; restores the caller's device when destroyed.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
 
 /// cudaMalloc'd memory on one device (one byte at least, so a size-0 buffer still has an address).
 class DeviceMemory {

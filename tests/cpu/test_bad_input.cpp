@@ -19,10 +19,14 @@
 
 #include <gpuxfer/gpuxfer.hpp>
 
+#include "common/env.hpp"
 #include "common/expect_error.hpp"
 
 namespace gpuxfer {
 namespace {
+
+using test::FakeEnv;
+using test::ScopedEnv;
 
 constexpr std::size_t kPoolLimit = std::size_t{1} << 20;
 
@@ -246,39 +250,14 @@ std::vector<Row> env_rows() {
   for (const auto& [suffix, variable, value] : cases) {
     rows.push_back({"env_" + suffix,
                     [variable, value](World&) {
-                      const std::map<std::string, std::string> env = {{variable, value}};
-                      (void)apply_env(Options{}, [&](std::string_view name) -> std::optional<std::string> {
-                        const auto it = env.find(std::string(name));
-                        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-                      });
+                      FakeEnv env(std::map<std::string, std::string>{{variable, value}});
+                      (void)apply_env(Options{}, env.lookup());
                     },
                     Errc::invalid_option,
                     [variable, value](const World&) { return Texts{variable + "=" + value}; }});
   }
   return rows;
 }
-
-// Sets a process environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // The same through the process environment, the way an HPC job sets them: create() refuses.
 std::vector<Row> process_env_rows() {

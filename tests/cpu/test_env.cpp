@@ -9,35 +9,19 @@
 
 #include <gpuxfer/options.hpp>
 
+#include "common/env.hpp"
 #include "common/expect_error.hpp"
 
 namespace gpuxfer {
 namespace {
 
+using test::FakeEnv;
+using test::ScopedEnv;
 using test::throws_error;
 
 const std::set<std::string> kVariables = {"GPUXFER_DEVICES",    "GPUXFER_MIN_DEVICES", "GPUXFER_PEER_ACCESS",
                                           "GPUXFER_NCCL",       "GPUXFER_POOL_LIMIT",  "GPUXFER_CHUNK_BYTES",
                                           "GPUXFER_HOST_THREADS"};
-
-// A fake environment that remembers which names were asked for.
-class FakeEnv {
- public:
-  explicit FakeEnv(std::map<std::string, std::string> values) : values_(std::move(values)) {}
-
-  [[nodiscard]] EnvLookup lookup() {
-    return [this](std::string_view name) -> std::optional<std::string> {
-      asked_.insert(std::string(name));
-      const auto it = values_.find(std::string(name));
-      return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-  }
-  [[nodiscard]] const std::set<std::string>& asked() const { return asked_; }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> asked_;
-};
 
 Options apply(const std::map<std::string, std::string>& values, Options base = {}) {
   FakeEnv env(values);
@@ -152,28 +136,6 @@ TEST(ApplyEnv, PoolLimitBelowTheChunkFromTheEnvironmentIsRejected) {
   EXPECT_TRUE(throws_error([] { (void)apply({{"GPUXFER_CHUNK_BYTES", "8M"}, {"GPUXFER_POOL_LIMIT", "4M"}}); },
                            Errc::invalid_option));
 }
-
-// Sets a real environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(FromEnv, ReadsTheProcessEnvironment) {
   const ScopedEnv threads("GPUXFER_HOST_THREADS", "3");

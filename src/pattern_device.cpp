@@ -2,7 +2,7 @@
 
 #include <gpuxfer/pattern.hpp>
 
-#include "cuda_check.hpp"
+#include "runtime/cuda_check.hpp"
 #include "pattern_kernels.hpp"
 
 namespace gpuxfer::pattern {

@@ -2,6 +2,7 @@
 /// @brief Everything gpuxfer offers, in one include.
 #pragma once
 
+#include <gpuxfer/buffer_ranges.hpp>
 #include <gpuxfer/device_info.hpp>
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
@@ -11,4 +12,5 @@
 #include <gpuxfer/pattern.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 #include <gpuxfer/transfer_handle.hpp>
+#include <gpuxfer/transfer_paths.hpp>
 #include <gpuxfer/version.hpp>

@@ -10,56 +10,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include <gpuxfer/buffer_ranges.hpp>
 #include <gpuxfer/host_buffer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/transfer_handle.hpp>
+#include <gpuxfer/transfer_paths.hpp>
 
 namespace gpuxfer {
 
 namespace detail {
-struct TransferImpl;
+struct TransferState;
 }
-
-/// Path of a device-to-device copy.
-enum class CopyPath {
-  automatic,  ///< peer when peer access is enabled between the two devices, else staged
-  peer,       ///< cudaMemcpyPeerAsync over NVLink/PCIe; Errc::unsupported without peer access
-  staged,     ///< chunked pipeline through pooled pinned host memory (D2H of chunk k+1 while H2D of chunk k)
-};
-
-/// Path of a broadcast from host memory to every device.
-enum class HostBroadcastPath {
-  automatic,          ///< scatter_allgather when every pair of devices has peer access and there are 2+, else per_device
-  per_device,         ///< every device reads the whole buffer over its own host link, all at once
-  scatter_allgather,  ///< each device loads a share over its own link and forwards it to the others over peer links, pipelined
-};
-
-/// Path of a broadcast from one device's buffer to every other device.
-enum class DeviceBroadcastPath {
-  automatic,  ///< nccl when available, else peer
-  nccl,       ///< ncclBroadcast on the manager's cached communicators; Errc::unsupported without NCCL
-  peer,       ///< peer copies (host-staged where a pair has no peer access)
-};
-
-/// Where one device's bytes landed in a concatenated gather.
-struct GatherPiece {
-  std::size_t device = 0;  ///< device index
-  std::size_t offset = 0;  ///< byte offset in the destination
-  std::size_t size = 0;    ///< bytes
-};
-
-/// A byte range of one device's memory, for gather_slices.
-struct DeviceSlice {
-  std::size_t device = 0;     ///< device index
-  const void* ptr = nullptr;  ///< device memory of that device
-  std::size_t size = 0;       ///< bytes
-};
-
-/// A registered buffer as the registry holds it.
-struct RegisteredBuffer {
-  void* ptr = nullptr;
-  std::size_t size = 0;
-};
 
 /// Moves the buffers registered on each device between devices and the host. Thread-safe: several
 /// threads may register, gather, copy and broadcast at once; each operation works on one consistent
@@ -157,7 +118,7 @@ class InterGpuTransfer {
 
  private:
   std::shared_ptr<MultiGpuManager> manager_;
-  std::unique_ptr<detail::TransferImpl> impl_;
+  std::unique_ptr<detail::TransferState> state_;
 };
 
 }  // namespace gpuxfer

@@ -14,7 +14,7 @@
 namespace gpuxfer {
 
 namespace detail {
-struct ManagerImpl;
+struct ManagerState;
 }
 
 /// The devices gpuxfer works with, and what every transfer shares: device information, the peer/link
@@ -58,12 +58,10 @@ class MultiGpuManager {
   /// The pinned staging pool shared by every transfer of this manager.
   [[nodiscard]] PinnedPool& pinned_pool() noexcept;
 
-  /// Internal state shared with the transfer engine; not API.
-  [[nodiscard]] detail::ManagerImpl& impl() const noexcept { return *impl_; }
-
  private:
-  explicit MultiGpuManager(std::unique_ptr<detail::ManagerImpl> impl);
-  std::unique_ptr<detail::ManagerImpl> impl_;
+  friend struct detail::ManagerState;  // the library's own access to what the manager holds
+  explicit MultiGpuManager(std::unique_ptr<detail::ManagerState> state);
+  std::unique_ptr<detail::ManagerState> state_;
 };
 
 }  // namespace gpuxfer

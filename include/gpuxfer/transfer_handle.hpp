@@ -9,16 +9,18 @@
 
 namespace gpuxfer {
 
+class InterGpuTransfer;
+
 namespace detail {
-struct Completion;
+struct OperationState;
 }
 
 /// Completion of a queued transfer. Move-only. Destroying a handle that was never waited on does not
 /// block and loses nothing: the staging memory it holds returns to the pool only once the GPU is done.
 class TransferHandle {
  public:
+  /// A handle of nothing: ready at once.
   TransferHandle() noexcept;
-  explicit TransferHandle(std::unique_ptr<detail::Completion> completion) noexcept;
   ~TransferHandle();
   TransferHandle(TransferHandle&&) noexcept;
   TransferHandle& operator=(TransferHandle&&) noexcept;
@@ -32,20 +34,25 @@ class TransferHandle {
   void wait();
 
  protected:
-  std::unique_ptr<detail::Completion> completion_;
+  friend class InterGpuTransfer;  // the only maker of handles
+  explicit TransferHandle(std::unique_ptr<detail::OperationState> state) noexcept;
+  std::unique_ptr<detail::OperationState> state_;
 };
 
 /// Completion of InterGpuTransfer::gather: one HostBuffer per source device, ascending, the
 /// destination skipped, empty where nothing was registered.
 class GatherHandle : public TransferHandle {
  public:
+  /// A handle of nothing: get() returns an empty vector.
   GatherHandle() noexcept = default;
-  /// Takes a completion whose results hold the gathered buffers; not for users.
-  explicit GatherHandle(std::unique_ptr<detail::Completion> completion) noexcept;
 
   /// Waits, then hands the buffers over. Call once: a second call returns an empty vector.
   /// @throws Error as wait() does
   [[nodiscard]] std::vector<HostBuffer> get();
+
+ private:
+  friend class InterGpuTransfer;
+  explicit GatherHandle(std::unique_ptr<detail::OperationState> state) noexcept;
 };
 
 }  // namespace gpuxfer

@@ -1,0 +1,52 @@
+#include "engine/chunk_ring.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "runtime/cuda_check.hpp"
+
+namespace gpuxfer::detail {
+
+ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots)
+    : chunk_bytes_(std::max<std::size_t>(1, std::min(chunk_bytes, total))),
+      total_(total),
+      chunks_((total + chunk_bytes_ - 1) / chunk_bytes_) {
+  const std::size_t count = std::min(slots, chunks_);
+  slots_.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) slots_.push_back(pool.acquire(chunk_bytes_));
+  users_.resize(count);
+}
+
+ChunkRing::~ChunkRing() {
+  for (const auto& users : users_) {
+    for (const SharedEvent& e : users) (void)cudaEventSynchronize(e->get());
+  }
+  (void)cudaGetLastError();
+}
+
+Chunk ChunkRing::chunk(std::size_t k) noexcept {
+  const std::size_t offset = k * chunk_bytes_;
+  return {offset, std::min(chunk_bytes_, total_ - offset), slots_[k % slots_.size()].data()};
+}
+
+void ChunkRing::record(std::size_t k, SharedEvent done) { users_[k % users_.size()].push_back(std::move(done)); }
+
+void ChunkRing::gpu_wait(std::size_t k, cudaStream_t stream) {
+  auto& users = users_[k % users_.size()];
+  for (const SharedEvent& e : users) stream_wait(stream, e);
+  users.clear();
+}
+
+void ChunkRing::host_wait(std::size_t k, const std::string& what) {
+  auto& users = users_[k % users_.size()];
+  for (const SharedEvent& e : users) GPUXFER_CUDA_TRY_CTX(cudaEventSynchronize(e->get()), what);
+  users.clear();
+}
+
+void ChunkRing::release_to(OperationState& op, const SharedEvent& last) {
+  for (HostBuffer& slot : slots_) op.hold(std::move(slot), last);
+  slots_.clear();
+  for (auto& users : users_) users.clear();
+}
+
+}  // namespace gpuxfer::detail

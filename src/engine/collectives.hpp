@@ -1,0 +1,19 @@
+// NCCL collectives over the node's devices, queued on their d2d streams.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "engine/device_range.hpp"
+#include "engine/operation_state.hpp"
+#include "node/manager_state.hpp"
+
+namespace gpuxfer::detail {
+
+/// Queues ncclBroadcast of ranges[root]'s first ranges[root].size bytes into every other range (one
+/// per device, rank i = device i), after every range's ready event. @p op tracks its completion.
+/// @throws Error(Errc::nccl_error) naming the device whose launch failed
+void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges, std::size_t root,
+                            OperationState& op);
+
+}  // namespace gpuxfer::detail

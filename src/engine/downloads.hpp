@@ -1,0 +1,20 @@
+// Device buffers to host memory: straight into pinned memory, or through a ChunkRing into pageable memory.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "engine/device_range.hpp"
+#include "node/manager_state.hpp"
+
+namespace gpuxfer::detail {
+
+/// Queues @p src -> pinned @p host on src's d2h stream. Returns the event after which it is done.
+SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host);
+
+/// Downloads every range in @p sources into pageable @p outs (same order, each outs[i] the size of
+/// sources[i]), one ChunkRing per source; host threads copy chunk k out while chunk k+1 is in flight,
+/// round-robin over the sources so every link stays busy. Blocks until done.
+void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, std::span<std::byte* const> outs);
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,47 @@
+#include "engine/operation_state.hpp"
+
+#include "memory/pool_state.hpp"
+#include "runtime/cuda_check.hpp"
+
+namespace gpuxfer::detail {
+
+OperationState::~OperationState() {
+  // Never block here: what the GPU may still touch returns to the pool after its event.
+  for (auto& [buffer, event] : staging) release_after(std::move(buffer), finished ? nullptr : event);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    release_after(std::move(results[i]), finished ? nullptr : result_events[i]);
+  }
+}
+
+void OperationState::track(SharedEvent event, std::string device) { events.emplace_back(std::move(event), std::move(device)); }
+
+void OperationState::hold(HostBuffer buffer, SharedEvent last_use) {
+  staging.emplace_back(std::move(buffer), std::move(last_use));
+}
+
+void OperationState::add_result(HostBuffer buffer, SharedEvent written) {
+  results.push_back(std::move(buffer));
+  result_events.push_back(std::move(written));
+}
+
+bool OperationState::query() {
+  if (finished) return true;
+  for (const auto& [event, device] : events) {
+    const cudaError_t status = cudaEventQuery(event->get());
+    if (status == cudaErrorNotReady) return false;
+    GPUXFER_CUDA_TRY_CTX(status, what + " on " + device);
+  }
+  return true;
+}
+
+void OperationState::wait() {
+  if (finished) return;
+  for (const auto& [event, device] : events) {
+    GPUXFER_CUDA_TRY_CTX(cudaEventSynchronize(event->get()), what + " on " + device);
+  }
+  finished = true;
+  for (auto& [buffer, event] : staging) buffer.reset();
+  staging.clear();
+}
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,44 @@
+// The state of one queued operation, behind its TransferHandle: the events that mark it done, the pinned
+// staging its copies still use (given back to the pool only once the GPU is done with it), and the
+// results it hands over.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gpuxfer/host_buffer.hpp>
+
+#include "runtime/event.hpp"
+
+namespace gpuxfer::detail {
+
+/// Never blocks when destroyed: what the GPU may still touch returns to the pool after its event.
+struct OperationState {
+  explicit OperationState(std::string operation) : what(std::move(operation)) {}
+  ~OperationState();
+  OperationState(const OperationState&) = delete;
+  OperationState& operator=(const OperationState&) = delete;
+
+  /// The operation is done once @p event has completed; @p device names the device in messages.
+  void track(SharedEvent event, std::string device);
+  /// Keeps @p buffer out of the pool until @p last_use has completed.
+  void hold(HostBuffer buffer, SharedEvent last_use);
+  /// A gathered result, ready once @p written has completed.
+  void add_result(HostBuffer buffer, SharedEvent written);
+
+  /// True when every tracked event has completed. @throws Error on a failed copy
+  [[nodiscard]] bool query();
+  /// Blocks until every tracked event has completed, then gives staging memory back.
+  /// @throws Error(Errc::device_fault / cuda_error) naming the device
+  void wait();
+
+  std::string what;
+  std::vector<std::pair<SharedEvent, std::string>> events;
+  std::vector<std::pair<HostBuffer, SharedEvent>> staging;
+  std::vector<HostBuffer> results;
+  std::vector<SharedEvent> result_events;
+  bool finished = false;
+};
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,73 @@
+#include "engine/registry.hpp"
+
+#include <string>
+
+#include <gpuxfer/error.hpp>
+
+#include "node/pointer_checks.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+DeviceRange range_of(const ManagerState& m, std::size_t device, const Registration& reg) {
+  check_still_allocated(m, device, reg.ptr, reg.size, reg.allocation);
+  return {device, static_cast<std::byte*>(reg.ptr), reg.size, reg.ready};
+}
+
+}  // namespace
+
+DeviceRange RegistrySnapshot::require(std::size_t device, const char* op) const {
+  if (!slots_[device]) {
+    throw Error(Errc::invalid_buffer, std::string(op) + ": no buffer is registered on " + device_name(m_, device) +
+                                          " (call set_device_buffer first)");
+  }
+  return range_of(m_, device, *slots_[device]);
+}
+
+void check_fits(const ManagerState& m, std::size_t bytes, const DeviceRange& dst, const char* op) {
+  if (bytes > dst.size) {
+    throw Error(Errc::invalid_argument, std::string(op) + ": " + std::to_string(bytes) +
+                                            " bytes do not fit the buffer of " + std::to_string(dst.size) +
+                                            " bytes registered on " + device_name(m, dst.device));
+  }
+}
+
+std::vector<std::optional<DeviceRange>> RegistrySnapshot::present(std::optional<std::size_t> skip) const {
+  std::vector<std::optional<DeviceRange>> out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (skip && *skip == i) continue;
+    if (slots_[i]) {
+      out.emplace_back(range_of(m_, i, *slots_[i]));
+    } else {
+      out.emplace_back(std::nullopt);
+    }
+  }
+  return out;
+}
+
+void BufferRegistry::set(std::size_t index, Registration reg) {
+  std::lock_guard lock(mutex_);
+  slots_[index] = std::move(reg);
+}
+
+void BufferRegistry::clear(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  slots_[index].reset();
+}
+
+std::optional<Registration> BufferRegistry::get(std::size_t index) const {
+  std::lock_guard lock(mutex_);
+  return slots_[index];
+}
+
+RegistrySnapshot BufferRegistry::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return RegistrySnapshot(m_, slots_);
+}
+
+void BufferRegistry::set_ready(std::size_t index, const void* ptr, SharedEvent ready) {
+  std::lock_guard lock(mutex_);
+  if (slots_[index] && slots_[index]->ptr == ptr) slots_[index]->ready = std::move(ready);
+}
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,69 @@
+// The per-device "last registered buffer" slots, and the consistent view of them that one operation
+// works on.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "engine/device_range.hpp"
+#include "node/manager_state.hpp"
+#include "runtime/driver_api.hpp"
+#include "runtime/event.hpp"
+
+namespace gpuxfer::detail {
+
+/// A registered buffer: where it is, the allocation it lies in (to notice a free), and the event after
+/// which its contents are ready.
+struct Registration {
+  void* ptr = nullptr;
+  std::size_t size = 0;
+  AddressRange allocation;
+  SharedEvent ready;  // null: nothing to wait for
+};
+
+/// The registrations of every device, as one operation sees them: taken under one lock, each re-checked
+/// against a free only when the operation asks for its range.
+class RegistrySnapshot {
+ public:
+  RegistrySnapshot(const ManagerState& m, std::vector<std::optional<Registration>> slots)
+      : m_(m), slots_(std::move(slots)) {}
+
+  [[nodiscard]] std::size_t size() const noexcept { return slots_.size(); }
+
+  /// The range registered on @p device, re-checked.
+  /// @throws Error(Errc::invalid_buffer) naming @p op when nothing is registered there or it was freed
+  [[nodiscard]] DeviceRange require(std::size_t device, const char* op) const;
+
+  /// The re-checked range of every device but @p skip, ascending; nullopt where nothing is registered.
+  /// @throws Error(Errc::invalid_buffer) when a registered buffer was freed
+  [[nodiscard]] std::vector<std::optional<DeviceRange>> present(std::optional<std::size_t> skip) const;
+
+ private:
+  const ManagerState& m_;
+  std::vector<std::optional<Registration>> slots_;
+};
+
+/// Throws Error(Errc::invalid_argument) naming @p op when @p bytes do not fit @p dst.
+void check_fits(const ManagerState& m, std::size_t bytes, const DeviceRange& dst, const char* op);
+
+class BufferRegistry {
+ public:
+  explicit BufferRegistry(const ManagerState& m) : m_(m), slots_(m.size()) {}
+
+  void set(std::size_t index, Registration reg);
+  void clear(std::size_t index);
+  [[nodiscard]] std::optional<Registration> get(std::size_t index) const;
+  /// Every slot, copied under one lock: one consistent view for one operation.
+  [[nodiscard]] RegistrySnapshot snapshot() const;
+  /// Makes later operations on @p index wait for @p ready, if the slot still holds @p ptr.
+  void set_ready(std::size_t index, const void* ptr, SharedEvent ready);
+
+ private:
+  const ManagerState& m_;
+  mutable std::mutex mutex_;
+  std::vector<std::optional<Registration>> slots_;
+};
+
+}  // namespace gpuxfer::detail

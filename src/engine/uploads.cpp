@@ -1,0 +1,138 @@
+#include "engine/uploads.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "engine/chunk_ring.hpp"
+#include "engine/operation_state.hpp"
+#include "memory/host_memory.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+#include "runtime/drain.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+constexpr std::size_t share_granule = std::size_t{64} << 10;
+
+// Hands out chunks of @p data: in place when it is pinned, else copied by the host threads into a
+// ChunkRing whose slot is refilled only after the uploads that read it have completed.
+class HostSource {
+ public:
+  HostSource(ManagerState& m, std::span<const std::byte> data, std::size_t chunk) : m_(m), data_(data) {
+    if (!is_pinned_range(data.data(), data.size())) ring_.emplace(m.pool, data.size(), chunk, host_ring_slots);
+  }
+
+  /// Pinned memory holding chunk @p k (bytes [offset, offset + len) of the data).
+  const std::byte* chunk(std::size_t k, std::size_t offset, std::size_t len) {
+    if (!ring_) return data_.data() + offset;
+    ring_->host_wait(k, "broadcast staging");
+    const Chunk c = ring_->chunk(k);
+    m_.host_copy.copy(c.slot, data_.data() + offset, len);
+    return c.slot;
+  }
+
+  /// The uploads of chunk @p k are done after @p e.
+  void used(std::size_t k, SharedEvent e) {
+    if (ring_) ring_->record(k, std::move(e));
+  }
+
+ private:
+  ManagerState& m_;
+  std::span<const std::byte> data_;
+  std::optional<ChunkRing> ring_;
+};
+
+void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, const std::byte* src,
+                  std::size_t len) {
+  DeviceStreams& s = m.streams_of(dst.device);
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(dst.ptr + offset, src, len, cudaMemcpyHostToDevice, s.h2d.get()),
+                       "broadcast upload of " + std::to_string(len) + " bytes to " + device_name(m, dst.device));
+}
+
+void per_device(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
+                OperationState& op) {
+  const std::size_t n = data.size();
+  const std::size_t chunk = is_pinned_range(data.data(), n) ? n : std::min(m.options.chunk_bytes, n);
+  HostSource source(m, data, chunk);
+  DrainOnError drain;
+  for (const DeviceRange& t : targets) {
+    DeviceGuard guard(m.ordinal(t.device));
+    drain.add(m.streams_of(t.device).h2d.get());
+    stream_wait(m.streams_of(t.device).h2d.get(), t.ready);
+  }
+  for (std::size_t k = 0, offset = 0; offset < n; ++k, offset += chunk) {
+    const std::size_t len = std::min(chunk, n - offset);
+    const std::byte* src = source.chunk(k, offset, len);
+    for (const DeviceRange& t : targets) {
+      DeviceGuard guard(m.ordinal(t.device));
+      upload_chunk(m, t, offset, src, len);
+      source.used(k, record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
+    }
+  }
+  for (const DeviceRange& t : targets) {
+    DeviceGuard guard(m.ordinal(t.device));
+    op.track(record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()), device_name(m, t.device));
+  }
+  op.wait();
+}
+
+void scatter_allgather(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
+                       OperationState& op) {
+  const std::size_t n = data.size();
+  const std::size_t k = targets.size();
+  const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
+  const std::size_t chunk = std::min(m.options.chunk_bytes, share);
+  HostSource source(m, data, chunk);
+  DrainOnError drain;
+  // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.
+  for (const DeviceRange& a : targets) {
+    DeviceStreams& s = m.streams_of(a.device);
+    DeviceGuard guard(s.ordinal);
+    drain.add(s.h2d.get());
+    drain.add(s.d2d.get());
+    stream_wait(s.h2d.get(), a.ready);
+    for (const DeviceRange& b : targets) stream_wait(s.d2d.get(), b.ready);
+  }
+  for (std::size_t c = 0, offset = 0; offset < n; ++c, offset += chunk) {
+    const std::size_t len = std::min(chunk, n - offset);
+    const DeviceRange& owner = targets[c % k];
+    DeviceStreams& s = m.streams_of(owner.device);
+    const std::byte* src = source.chunk(c, offset, len);
+    DeviceGuard guard(s.ordinal);
+    upload_chunk(m, owner, offset, src, len);
+    SharedEvent loaded = record_event(s.ordinal, s.h2d.get());
+    source.used(c, loaded);
+    stream_wait(s.d2d.get(), loaded);
+    for (const DeviceRange& other : targets) {
+      if (other.device == owner.device) continue;
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyPeerAsync(other.ptr + offset, m.ordinal(other.device), owner.ptr + offset,
+                                               s.ordinal, len, s.d2d.get()),
+                           "broadcast forward of " + std::to_string(len) + " bytes from " +
+                               device_name(m, owner.device) + " to " + device_name(m, other.device));
+    }
+  }
+  for (const DeviceRange& t : targets) {
+    DeviceStreams& s = m.streams_of(t.device);
+    DeviceGuard guard(s.ordinal);
+    op.track(record_event(s.ordinal, s.h2d.get()), device_name(m, t.device));
+    op.track(record_event(s.ordinal, s.d2d.get()), device_name(m, t.device));
+  }
+  op.wait();
+}
+
+}  // namespace
+
+void upload_to_all(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
+                   UploadMode mode) {
+  if (data.empty() || targets.empty()) return;
+  OperationState op("broadcast of " + std::to_string(data.size()) + " bytes");
+  if (mode == UploadMode::scatter_allgather && targets.size() > 1) {
+    scatter_allgather(m, data, targets, op);
+  } else {
+    per_device(m, data, targets, op);
+  }
+}
+
+}  // namespace gpuxfer::detail

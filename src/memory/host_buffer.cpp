@@ -1,0 +1,36 @@
+#include <gpuxfer/host_buffer.hpp>
+
+#include <utility>
+
+#include "memory/pool_state.hpp"
+
+namespace gpuxfer {
+
+HostBuffer::~HostBuffer() { reset(); }
+
+HostBuffer::HostBuffer(HostBuffer&& other) noexcept
+    : pool_(std::move(other.pool_)),
+      data_(std::exchange(other.data_, nullptr)),
+      block_bytes_(std::exchange(other.block_bytes_, 0)),
+      size_(std::exchange(other.size_, 0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    pool_ = std::move(other.pool_);
+    data_ = std::exchange(other.data_, nullptr);
+    block_bytes_ = std::exchange(other.block_bytes_, 0);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void HostBuffer::reset() noexcept {
+  if (pool_ && data_ != nullptr) pool_->give_back(data_, block_bytes_);
+  pool_.reset();
+  data_ = nullptr;
+  block_bytes_ = 0;
+  size_ = 0;
+}
+
+}  // namespace gpuxfer

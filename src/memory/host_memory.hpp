@@ -1,0 +1,15 @@
+// What kind of host memory a pointer is: the copy engines DMA page-locked memory directly, anything else
+// goes through pinned staging.
+#pragma once
+
+#include <cstddef>
+
+namespace gpuxfer::detail {
+
+/// True when @p ptr is page-locked host memory (cudaHostAlloc or cudaHostRegister).
+[[nodiscard]] bool is_pinned(const void* ptr) noexcept;
+
+/// True when the whole of [@p ptr, @p ptr + @p bytes) is page-locked (checked at both ends; @p bytes > 0).
+[[nodiscard]] bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept;
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,182 @@
+#include <gpuxfer/pinned_pool.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/host_buffer.hpp>
+
+#include "memory/pool_state.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/log.hpp"
+
+namespace gpuxfer {
+namespace detail {
+
+std::size_t PoolState::size_class(std::size_t bytes) noexcept {
+  constexpr std::size_t min_granule = 4096;
+  const std::size_t granule = std::max(min_granule, std::bit_ceil(bytes) / 8);
+  return (bytes + granule - 1) / granule * granule;
+}
+
+PoolState::~PoolState() {
+  for (auto& p : pending) (void)cudaEventSynchronize(p.after->get());
+  for (auto& p : pending) (void)cudaFreeHost(p.block);
+  for (auto& [size, block] : idle) (void)cudaFreeHost(block);
+}
+
+void PoolState::sweep_locked() noexcept {
+  for (std::size_t i = 0; i < pending.size();) {
+    const cudaError_t status = cudaEventQuery(pending[i].after->get());
+    if (status == cudaErrorNotReady) {
+      ++i;
+      continue;
+    }
+    // Done, or the device faulted: either way the GPU no longer touches the block.
+    if (status != cudaSuccess) (void)cudaGetLastError();
+    idle.emplace(pending[i].bytes, pending[i].block);
+    counters.pending -= pending[i].bytes;
+    counters.cached += pending[i].bytes;
+    pending[i] = std::move(pending.back());
+    pending.pop_back();
+  }
+}
+
+void PoolState::free_idle_locked(std::size_t target_total) noexcept {
+  // Largest blocks first: fewest cudaFreeHost calls to get under the target.
+  while (!idle.empty() && total_locked() > target_total) {
+    auto last = std::prev(idle.end());
+    (void)cudaFreeHost(last->second);
+    counters.cached -= last->first;
+    idle.erase(last);
+  }
+}
+
+std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes) {
+  std::unique_lock lock(mutex);
+  sweep_locked();
+  if (auto it = idle.find(block_bytes); it != idle.end()) {
+    std::byte* block = it->second;
+    idle.erase(it);
+    counters.cached -= block_bytes;
+    counters.in_use += block_bytes;
+    counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
+    ++counters.reuses;
+    return block;
+  }
+  if (counters.pending > 0 && counters.in_use + counters.pending + block_bytes > limit) {
+    // Blocks of dropped handles whose copies are still finishing: wait for them rather than fail.
+    for (auto& p : pending) (void)cudaEventSynchronize(p.after->get());
+    sweep_locked();
+  }
+  if (block_bytes > limit || counters.in_use + counters.pending + block_bytes > limit) {
+    throw Error(Errc::out_of_memory, "pinned pool limit of " + std::to_string(limit) + " bytes reached: " +
+                                         std::to_string(counters.in_use) + " in use, " +
+                                         std::to_string(counters.pending) + " pending, asked for " +
+                                         std::to_string(bytes) + " (raise Options::pool_limit_bytes or "
+                                         "GPUXFER_POOL_LIMIT)");
+  }
+  free_idle_locked(limit - block_bytes);
+  void* block = nullptr;
+  // cudaHostAlloc is slow (about 150 ms per 256 MiB); keep the lock so two threads don't both pay
+  // for a block that one of them could have reused.
+  const cudaError_t err = cudaHostAlloc(&block, block_bytes, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(err == cudaErrorMemoryAllocation ? Errc::out_of_memory : errc_for(err),
+                "cudaHostAlloc of " + std::to_string(block_bytes) + " pinned bytes failed: " +
+                    cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  }
+  ++counters.allocations;
+  counters.in_use += block_bytes;
+  counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
+  GPUXFER_LOG(debug, "pinned pool allocated " + std::to_string(block_bytes) + " bytes");
+  return static_cast<std::byte*>(block);
+}
+
+void PoolState::give_back(std::byte* block, std::size_t block_bytes) noexcept {
+  std::lock_guard lock(mutex);
+  counters.in_use -= block_bytes;
+  try {
+    idle.emplace(block_bytes, block);
+    counters.cached += block_bytes;
+  } catch (...) {
+    (void)cudaFreeHost(block);
+  }
+}
+
+void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, SharedEvent after) noexcept {
+  if (!after) {
+    give_back(block, block_bytes);
+    return;
+  }
+  std::lock_guard lock(mutex);
+  counters.in_use -= block_bytes;
+  try {
+    pending.push_back({block, block_bytes, std::move(after)});
+    counters.pending += block_bytes;
+  } catch (...) {
+    // Out of memory for the bookkeeping: wait for the GPU rather than hand out a busy block.
+    (void)cudaEventSynchronize(after->get());
+    (void)cudaFreeHost(block);
+  }
+}
+
+void PoolState::trim() noexcept {
+  std::lock_guard lock(mutex);
+  sweep_locked();
+  free_idle_locked(0);
+}
+
+PoolStats PoolState::stats() noexcept {
+  std::lock_guard lock(mutex);
+  sweep_locked();
+  PoolStats out = counters;
+  out.limit = limit;
+  return out;
+}
+
+void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
+  if (buffer.pool_ && buffer.data_ != nullptr) {
+    buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, std::move(after));
+  }
+  buffer.pool_.reset();
+  buffer.data_ = nullptr;
+  buffer.block_bytes_ = 0;
+  buffer.size_ = 0;
+}
+
+}  // namespace detail
+
+PinnedPool::PinnedPool(std::size_t limit_bytes) : state_(std::make_shared<detail::PoolState>(limit_bytes)) {}
+
+PinnedPool::~PinnedPool() = default;
+
+HostBuffer PinnedPool::acquire(std::size_t bytes) {
+  if (bytes == 0) return HostBuffer{};
+  // Checked before rounding up to a size class, which would overflow for sizes near SIZE_MAX.
+  if (bytes > state_->limit) {
+    throw Error(Errc::out_of_memory, "pinned pool limit of " + std::to_string(state_->limit) +
+                                         " bytes is below the request: asked for " + std::to_string(bytes) +
+                                         " (raise Options::pool_limit_bytes or GPUXFER_POOL_LIMIT)");
+  }
+  // With a limit near SIZE_MAX the size class itself would overflow: no host can pin half the address
+  // space, so such a request is out of memory whatever the limit.
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) {
+    throw Error(Errc::out_of_memory, "pinned pool: a request of " + std::to_string(bytes) +
+                                         " bytes is beyond any size class (at most " +
+                                         std::to_string(std::numeric_limits<std::size_t>::max() / 2) + ")");
+  }
+  const std::size_t block_bytes = detail::PoolState::size_class(bytes);
+  std::byte* block = state_->lease(block_bytes, bytes);
+  return HostBuffer(state_, block, block_bytes, bytes);
+}
+
+void PinnedPool::trim() { state_->trim(); }
+
+PoolStats PinnedPool::stats() const { return state_->stats(); }
+
+}  // namespace gpuxfer

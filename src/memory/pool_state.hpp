@@ -1,0 +1,61 @@
+// The shared state behind PinnedPool and its HostBuffer leases.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/pinned_pool.hpp>
+
+#include "runtime/event.hpp"
+
+namespace gpuxfer::detail {
+
+struct PoolState {
+  explicit PoolState(std::size_t limit_bytes) : limit(limit_bytes) {}
+  ~PoolState();
+  PoolState(const PoolState&) = delete;
+  PoolState& operator=(const PoolState&) = delete;
+
+  /// The block size a request of @p bytes is served with: at most 1/8 more, 4 KiB granules at least.
+  [[nodiscard]] static std::size_t size_class(std::size_t bytes) noexcept;
+
+  /// A leased block of size_class(bytes). @throws Error(Errc::out_of_memory)
+  std::byte* lease(std::size_t block_bytes, std::size_t bytes);
+  /// Back to the cache at once.
+  void give_back(std::byte* block, std::size_t block_bytes) noexcept;
+  /// Back to the cache once @p after has completed.
+  void give_back_after(std::byte* block, std::size_t block_bytes, SharedEvent after) noexcept;
+  void trim() noexcept;
+  [[nodiscard]] PoolStats stats() noexcept;
+
+  /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it).
+  static void release_after(HostBuffer&& buffer, SharedEvent after) noexcept;
+
+  struct Pending {
+    std::byte* block;
+    std::size_t bytes;
+    SharedEvent after;
+  };
+
+  std::mutex mutex;
+  std::size_t limit;
+  std::multimap<std::size_t, std::byte*> idle;  // block size -> block
+  std::vector<Pending> pending;
+  PoolStats counters;
+
+ private:
+  void sweep_locked() noexcept;
+  void free_idle_locked(std::size_t target_total) noexcept;
+  [[nodiscard]] std::size_t total_locked() const noexcept {
+    return counters.in_use + counters.cached + counters.pending;
+  }
+};
+
+inline void release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
+  PoolState::release_after(std::move(buffer), std::move(after));
+}
+
+}  // namespace gpuxfer::detail

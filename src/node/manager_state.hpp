@@ -1,0 +1,69 @@
+// What a MultiGpuManager holds: the devices, their links and streams, the staging pool, the host copy
+// workers and the NCCL communicators. Every operation of the engine reaches the node through this.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gpuxfer/device_info.hpp>
+#include <gpuxfer/options.hpp>
+#include <gpuxfer/pinned_pool.hpp>
+
+#include "memory/host_copy_workers.hpp"
+#include "node/nccl_comms.hpp"
+#include "runtime/mem_pool.hpp"
+#include "runtime/stream.hpp"
+
+namespace gpuxfer {
+class MultiGpuManager;
+}
+
+namespace gpuxfer::detail {
+
+/// One device's streams, one per direction so that uploads, downloads and device-to-device traffic
+/// overlap, and its scratch memory.
+struct DeviceStreams {
+  explicit DeviceStreams(int device)
+      : ordinal(device), h2d(device), d2h(device), d2d(device), scratch(device, scratch_keep_bytes) {}
+  static constexpr std::size_t scratch_keep_bytes = std::size_t{256} << 20;
+  int ordinal;
+  Stream h2d;       // host -> this device
+  Stream d2h;       // this device -> host
+  Stream d2d;       // this device <-> other devices: peer copies this device issues, and NCCL collectives
+  MemPool scratch;  // stream-ordered scratch space (gather_slices' packing buffer)
+};
+
+struct ManagerState {
+  explicit ManagerState(const Options& opts)
+      : options(opts), pool(opts.pool_limit_bytes), host_copy(opts.host_threads) {}
+
+  Options options;
+  std::string device_status;
+  std::vector<DeviceInfo> devices;
+  std::vector<std::vector<LinkKind>> links;
+  std::vector<std::vector<char>> peer;  // peer[a][b]: a's memory reachable from b and back
+  bool all_peers = false;
+  std::vector<std::unique_ptr<DeviceStreams>> device_streams;
+  PinnedPool pool;
+  HostCopyWorkers host_copy;
+  NcclComms nccl;
+  int nccl_version = 0;
+
+  [[nodiscard]] std::size_t size() const noexcept { return devices.size(); }
+  [[nodiscard]] int ordinal(std::size_t index) const noexcept { return devices[index].ordinal; }
+  [[nodiscard]] DeviceStreams& streams_of(std::size_t index) const noexcept { return *device_streams[index]; }
+  [[nodiscard]] std::vector<int> ordinals() const;
+
+  /// The state behind @p manager (MultiGpuManager keeps it private to everyone but the library).
+  [[nodiscard]] static ManagerState& of(const MultiGpuManager& manager) noexcept;
+};
+
+/// "device 1 (ordinal 3)": how messages name a device.
+[[nodiscard]] std::string device_name(const ManagerState& m, std::size_t index);
+
+/// Throws Error(Errc::invalid_buffer) unless @p index < m.size(); @p what names the argument.
+void check_index(const ManagerState& m, std::size_t index, const char* what);
+
+}  // namespace gpuxfer::detail

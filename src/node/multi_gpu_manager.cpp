@@ -1,0 +1,168 @@
+#include <gpuxfer/multi_gpu_manager.hpp>
+
+#include <string>
+
+#include <nccl.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "node/manager_state.hpp"
+#include "node/topology.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+#include "runtime/log.hpp"
+
+namespace gpuxfer {
+namespace detail {
+
+ManagerState& ManagerState::of(const MultiGpuManager& manager) noexcept { return *manager.state_; }
+
+std::vector<int> ManagerState::ordinals() const {
+  std::vector<int> out;
+  out.reserve(devices.size());
+  for (const auto& d : devices) out.push_back(d.ordinal);
+  return out;
+}
+
+std::string device_name(const ManagerState& state, std::size_t index) {
+  std::string name = "device " + std::to_string(index);
+  if (index < state.size() && state.ordinal(index) != static_cast<int>(index)) {
+    name += " (CUDA ordinal " + std::to_string(state.ordinal(index)) + ")";
+  }
+  return name;
+}
+
+void check_index(const ManagerState& state, std::size_t index, const char* what) {
+  if (index >= state.size()) {
+    throw Error(Errc::invalid_buffer, std::string(what) + " index " + std::to_string(index) +
+                                          " is out of range: the manager has " + std::to_string(state.size()) +
+                                          " device" + (state.size() == 1 ? "" : "s"));
+  }
+}
+
+namespace {
+
+// The ordinals to manage, or an empty list with state.device_status saying why.
+std::vector<int> usable_ordinals(ManagerState& state) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    state.device_status = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    return {};
+  }
+  if (count == 0) state.device_status = "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)";
+  if (state.options.devices.empty()) {
+    std::vector<int> all(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) all[static_cast<std::size_t>(i)] = i;
+    return all;
+  }
+  for (const int ordinal : state.options.devices) {
+    if (ordinal >= count) {
+      throw Error(Errc::invalid_option, "Options::devices names CUDA ordinal " + std::to_string(ordinal) +
+                                            " but only " + std::to_string(count) + " devices are visible");
+    }
+  }
+  return state.options.devices;
+}
+
+void enable_peers(ManagerState& state) {
+  const std::size_t n = state.size();
+  state.peer.assign(n, std::vector<char>(n, 0));
+  state.all_peers = true;  // vacuously, with fewer than two devices
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (a == b) continue;
+      if (!state.options.enable_peer_access || state.links[a][b] == LinkKind::host_staged) {
+        state.all_peers = false;
+        continue;
+      }
+      DeviceGuard guard(state.ordinal(a));
+      const cudaError_t err = cudaDeviceEnablePeerAccess(state.ordinal(b), 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+      } else if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        GPUXFER_LOG(warn, "peer access " + device_name(state, a) + " -> " + device_name(state, b) +
+                              " not enabled: " + cudaGetErrorName(err) + "; copies go through the host");
+        state.all_peers = false;
+        continue;
+      }
+      state.peer[a][b] = 1;
+    }
+  }
+  // A pair counts as peer-enabled only when both directions are.
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (a != b && state.peer[a][b] != state.peer[b][a]) {
+        state.peer[a][b] = state.peer[b][a] = 0;
+        state.all_peers = false;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
+  options.validate();
+  auto state = std::make_unique<detail::ManagerState>(options);
+  const std::vector<int> ordinals = detail::usable_ordinals(*state);
+  if (static_cast<int>(ordinals.size()) < options.min_devices) {
+    throw Error(Errc::no_device, "found " + std::to_string(ordinals.size()) + " usable CUDA device(s), need at least " +
+                                     std::to_string(options.min_devices) +
+                                     (state->device_status.empty() ? std::string{} : ": " + state->device_status));
+  }
+  for (const int ordinal : ordinals) state->devices.push_back(detail::read_device_info(ordinal));
+  state->links = detail::read_links(state->devices);
+  detail::enable_peers(*state);
+  for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));
+  if (options.enable_nccl) {
+    int version = 0;
+    if (ncclGetVersion(&version) == ncclSuccess) state->nccl_version = version;
+  }
+  GPUXFER_LOG(info, "manager over " + std::to_string(ordinals.size()) + " devices, all peers " +
+                        (state->all_peers ? "enabled" : "not enabled") + ", NCCL " +
+                        std::to_string(state->nccl_version));
+  return std::shared_ptr<MultiGpuManager>(new MultiGpuManager(std::move(state)));
+}
+
+MultiGpuManager::MultiGpuManager(std::unique_ptr<detail::ManagerState> state) : state_(std::move(state)) {}
+
+MultiGpuManager::~MultiGpuManager() = default;
+
+std::size_t MultiGpuManager::device_count() const noexcept { return state_->size(); }
+
+const DeviceInfo& MultiGpuManager::device(std::size_t index) const {
+  detail::check_index(*state_, index, "device");
+  return state_->devices[index];
+}
+
+std::span<const DeviceInfo> MultiGpuManager::devices() const noexcept { return state_->devices; }
+
+LinkKind MultiGpuManager::link(std::size_t src, std::size_t dst) const {
+  detail::check_index(*state_, src, "source device");
+  detail::check_index(*state_, dst, "destination device");
+  return state_->links[src][dst];
+}
+
+bool MultiGpuManager::peer_enabled(std::size_t src, std::size_t dst) const {
+  detail::check_index(*state_, src, "source device");
+  detail::check_index(*state_, dst, "destination device");
+  return src != dst && state_->peer[src][dst] != 0;
+}
+
+bool MultiGpuManager::all_peers_enabled() const noexcept { return state_->all_peers; }
+
+bool MultiGpuManager::nccl_available() const noexcept { return state_->nccl_version != 0; }
+
+int MultiGpuManager::nccl_version() const noexcept { return state_->nccl_version; }
+
+const std::string& MultiGpuManager::device_status() const noexcept { return state_->device_status; }
+
+const Options& MultiGpuManager::options() const noexcept { return state_->options; }
+
+PinnedPool& MultiGpuManager::pinned_pool() noexcept { return state_->pool; }
+
+}  // namespace gpuxfer

@@ -1,0 +1,96 @@
+#include "node/topology.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda_check.hpp"
+
+namespace gpuxfer {
+
+std::string_view to_string(LinkKind kind) noexcept {
+  switch (kind) {
+    case LinkKind::self: return "self";
+    case LinkKind::nvlink: return "nvlink";
+    case LinkKind::pcie_peer: return "pcie_peer";
+    case LinkKind::host_staged: return "host_staged";
+  }
+  return "unknown";
+}
+
+namespace detail {
+namespace {
+
+int attribute(cudaDeviceAttr attr, int ordinal) {
+  int value = 0;
+  GPUXFER_CUDA_TRY_CTX(cudaDeviceGetAttribute(&value, attr, ordinal), "ordinal " + std::to_string(ordinal));
+  return value;
+}
+
+}  // namespace
+
+int numa_node_of(const std::string& bus_id) noexcept {
+  try {
+    std::string id = bus_id;
+    std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+    // The runtime prints an 8-digit PCI domain ("00000000:1b:00.0"); sysfs uses 4 digits.
+    if (const auto colon = id.find(':'); colon != std::string::npos && colon > 4) id.erase(0, colon - 4);
+    std::ifstream in("/sys/bus/pci/devices/" + id + "/numa_node");
+    int node = -1;
+    if (in >> node && node >= 0) return node;
+    // -1 from sysfs means "no affinity": on a host with one NUMA node that node is the answer.
+    std::error_code ec;
+    const bool node0 = std::filesystem::exists("/sys/devices/system/node/node0", ec);
+    const bool node1 = std::filesystem::exists("/sys/devices/system/node/node1", ec);
+    if (node0 && !node1) return 0;
+  } catch (...) {
+  }
+  return -1;
+}
+
+DeviceInfo read_device_info(int ordinal) {
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  cudaDeviceProp prop{};
+  GPUXFER_CUDA_TRY_CTX(cudaGetDeviceProperties(&prop, ordinal), "ordinal " + std::to_string(ordinal));
+  info.name = prop.name;
+  info.total_memory = prop.totalGlobalMem;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.multiprocessors = prop.multiProcessorCount;
+  info.copy_engines = attribute(cudaDevAttrAsyncEngineCount, ordinal);
+  char bus_id[32] = {};
+  GPUXFER_CUDA_TRY_CTX(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, ordinal), "ordinal " + std::to_string(ordinal));
+  info.pci_bus_id = bus_id;
+  info.numa_node = numa_node_of(info.pci_bus_id);
+  return info;
+}
+
+std::vector<std::vector<LinkKind>> read_links(const std::vector<DeviceInfo>& devices) {
+  const std::size_t n = devices.size();
+  std::vector<std::vector<LinkKind>> links(n, std::vector<LinkKind>(n, LinkKind::host_staged));
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (a == b) {
+        links[a][b] = LinkKind::self;
+        continue;
+      }
+      const int src = devices[a].ordinal;
+      const int dst = devices[b].ordinal;
+      int can_access = 0;
+      GPUXFER_CUDA_TRY_CTX(cudaDeviceCanAccessPeer(&can_access, src, dst),
+                           "ordinals " + std::to_string(src) + " -> " + std::to_string(dst));
+      if (can_access == 0) continue;
+      int atomics = 0;
+      GPUXFER_CUDA_TRY(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, src, dst));
+      links[a][b] = atomics != 0 ? LinkKind::nvlink : LinkKind::pcie_peer;
+    }
+  }
+  return links;
+}
+
+}  // namespace detail
+}  // namespace gpuxfer

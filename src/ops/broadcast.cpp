@@ -1,0 +1,76 @@
+// InterGpuTransfer's broadcasts: host bytes into every device (broadcast), and one device's buffer into
+// every other device (broadcast_from_device, through NCCL or peer copies).
+#include <gpuxfer/inter_gpu_transfer.hpp>
+
+#include <string>
+#include <vector>
+
+#include <nvtx3/nvtx3.hpp>
+
+#include <gpuxfer/error.hpp>
+
+#include "engine/collectives.hpp"
+#include "engine/device_copies.hpp"
+#include "engine/transfer_state.hpp"
+#include "engine/uploads.hpp"
+
+namespace gpuxfer {
+
+void InterGpuTransfer::broadcast(std::span<const std::byte> data, HostBroadcastPath path) {
+  nvtx3::scoped_range range{"gpuxfer::broadcast"};
+  detail::ManagerState& m = state_->m;
+  const detail::RegistrySnapshot snapshot = state_->registry.snapshot();
+  std::vector<detail::DeviceRange> targets;
+  for (std::size_t i = 0; i < snapshot.size(); ++i) {
+    targets.push_back(snapshot.require(i, "broadcast"));
+    detail::check_fits(m, data.size(), targets.back(), "broadcast");
+  }
+  if (!data.empty() && data.data() == nullptr) throw Error(Errc::invalid_argument, "broadcast: data is null");
+  if (path == HostBroadcastPath::scatter_allgather && targets.size() > 1 && !m.all_peers) {
+    throw Error(Errc::unsupported, "broadcast: scatter_allgather needs peer access between every pair of devices");
+  }
+  const bool scatter = path == HostBroadcastPath::scatter_allgather ||
+                       (path == HostBroadcastPath::automatic && m.all_peers && targets.size() > 1);
+  detail::upload_to_all(m, data, targets, scatter ? detail::UploadMode::scatter_allgather : detail::UploadMode::per_device);
+}
+
+void InterGpuTransfer::broadcast_from_device(std::size_t root, DeviceBroadcastPath path) {
+  nvtx3::scoped_range range{"gpuxfer::broadcast_from_device"};
+  detail::ManagerState& m = state_->m;
+  detail::check_index(m, root, "broadcast_from_device root");
+  const detail::RegistrySnapshot snapshot = state_->registry.snapshot();
+  std::vector<detail::DeviceRange> ranges;
+  for (std::size_t i = 0; i < snapshot.size(); ++i) ranges.push_back(snapshot.require(i, "broadcast_from_device"));
+  const std::size_t bytes = ranges[root].size;
+  for (const auto& r : ranges) {
+    if (r.size < bytes) {
+      throw Error(Errc::invalid_argument, "broadcast_from_device: the root's " + std::to_string(bytes) +
+                                              " bytes do not fit the buffer of " + std::to_string(r.size) +
+                                              " bytes registered on " + detail::device_name(m, r.device));
+    }
+  }
+  if (path == DeviceBroadcastPath::nccl && m.nccl_version == 0) {
+    throw Error(Errc::unsupported, std::string("broadcast_from_device: NCCL is ") +
+                                       (m.options.enable_nccl ? "not available" : "disabled (Options::enable_nccl, GPUXFER_NCCL)"));
+  }
+  if (ranges.size() < 2 || bytes == 0) return;
+  // Two peer-connected devices: one direct copy beats NCCL's protocol; beyond that NCCL's pipelined
+  // ring spreads the root's outgoing traffic where direct copies would all leave the root at once.
+  const bool use_nccl = path == DeviceBroadcastPath::nccl ||
+                        (path == DeviceBroadcastPath::automatic && m.nccl_version != 0 &&
+                         !(m.all_peers && ranges.size() == 2));
+  detail::OperationState op("broadcast_from_device");
+  if (use_nccl) {
+    detail::enqueue_nccl_broadcast(m, ranges, root, op);
+  } else {
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      if (i == root) continue;
+      detail::DeviceRange src = ranges[root];
+      src.size = bytes;
+      op.track(detail::enqueue_device_copy(m, src, ranges[i], i, op), detail::device_name(m, i));
+    }
+  }
+  op.wait();
+}
+
+}  // namespace gpuxfer

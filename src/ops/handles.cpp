@@ -1,0 +1,32 @@
+#include <gpuxfer/transfer_handle.hpp>
+
+#include "engine/operation_state.hpp"
+
+namespace gpuxfer {
+
+TransferHandle::TransferHandle() noexcept = default;
+TransferHandle::TransferHandle(std::unique_ptr<detail::OperationState> state) noexcept
+    : state_(std::move(state)) {}
+TransferHandle::~TransferHandle() = default;
+TransferHandle::TransferHandle(TransferHandle&&) noexcept = default;
+TransferHandle& TransferHandle::operator=(TransferHandle&&) noexcept = default;
+
+bool TransferHandle::ready() const { return !state_ || state_->query(); }
+
+void TransferHandle::wait() {
+  if (state_) state_->wait();
+}
+
+GatherHandle::GatherHandle(std::unique_ptr<detail::OperationState> state) noexcept
+    : TransferHandle(std::move(state)) {}
+
+std::vector<HostBuffer> GatherHandle::get() {
+  if (!state_) return {};
+  state_->wait();
+  std::vector<HostBuffer> out = std::move(state_->results);
+  state_->results.clear();
+  state_->result_events.clear();
+  return out;
+}
+
+}  // namespace gpuxfer

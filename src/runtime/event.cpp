@@ -1,0 +1,78 @@
+#include "runtime/event.hpp"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer::detail {
+
+Event::Event(int device) : device_(device) {
+  DeviceGuard guard(device);
+  GPUXFER_CUDA_TRY_CTX(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
+                       "creating an event on ordinal " + std::to_string(device));
+}
+
+Event::~Event() {
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+void Event::record(cudaStream_t stream) {
+  GPUXFER_CUDA_TRY_CTX(cudaEventRecord(event_, stream), "recording an event on ordinal " + std::to_string(device_));
+}
+
+namespace {
+
+struct EventCache {
+  std::mutex mutex;
+  std::unordered_map<int, std::vector<Event*>> idle;  // by device ordinal
+};
+
+// Never destroyed: events handed out may be let go during static destruction, after which a cache
+// that no longer exists would be touched. The driver frees the events with the process.
+EventCache& event_cache() {
+  static auto* cache = new EventCache;
+  return *cache;
+}
+
+}  // namespace
+
+SharedEvent make_event(int device) {
+  EventCache& cache = event_cache();
+  Event* event = nullptr;
+  {
+    std::lock_guard lock(cache.mutex);
+    auto& idle = cache.idle[device];
+    if (!idle.empty()) {
+      event = idle.back();
+      idle.pop_back();
+    }
+  }
+  if (event == nullptr) event = new Event(device);
+  // A recorded event may be recorded again by its next owner: waits already queued on it keep the
+  // state they captured, and nobody else queries it.
+  return SharedEvent(event, [](Event* e) {
+    EventCache& c = event_cache();
+    try {
+      std::lock_guard lock(c.mutex);
+      c.idle[e->device()].push_back(e);
+    } catch (...) {
+      delete e;
+    }
+  });
+}
+
+SharedEvent record_event(int device, cudaStream_t stream) {
+  SharedEvent event = make_event(device);
+  event->record(stream);
+  return event;
+}
+
+void stream_wait(cudaStream_t stream, const SharedEvent& event) {
+  if (event) GPUXFER_CUDA_TRY(cudaStreamWaitEvent(stream, event->get(), 0));
+}
+
+}  // namespace gpuxfer::detail

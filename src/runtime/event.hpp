@@ -1,0 +1,42 @@
+// CUDA events: a move-only owner, a process-wide cache of them, and the record/wait pair that orders
+// work across streams and devices on the GPU.
+#pragma once
+
+#include <memory>
+
+#include <cuda_runtime_api.h>
+
+namespace gpuxfer::detail {
+
+/// An event without timing, owned on one device. The destructor never throws.
+class Event {
+ public:
+  /// Creates the event on @p device. @throws Error on failure
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  [[nodiscard]] cudaEvent_t get() const noexcept { return event_; }
+  [[nodiscard]] int device() const noexcept { return device_; }
+  /// Records the event on @p stream (a stream of the same device). @throws Error on failure
+  void record(cudaStream_t stream);
+
+ private:
+  int device_ = -1;
+  cudaEvent_t event_ = nullptr;
+};
+
+using SharedEvent = std::shared_ptr<Event>;
+
+/// An event of @p device from a process-wide cache (creating events costs microseconds, which small
+/// transfers feel); it returns to the cache when the last owner lets go.
+[[nodiscard]] SharedEvent make_event(int device);
+
+/// An event from the cache on @p device, recorded on @p stream.
+[[nodiscard]] SharedEvent record_event(int device, cudaStream_t stream);
+
+/// Makes @p stream wait for @p event on the GPU (no host blocking); a null event is a no-op.
+void stream_wait(cudaStream_t stream, const SharedEvent& event);
+
+}  // namespace gpuxfer::detail

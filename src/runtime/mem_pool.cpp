@@ -1,0 +1,28 @@
+#include "runtime/mem_pool.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/cuda_check.hpp"
+
+namespace gpuxfer::detail {
+
+MemPool::MemPool(int device, std::size_t keep_bytes) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  GPUXFER_CUDA_TRY_CTX(cudaMemPoolCreate(&pool_, &props), "creating a scratch memory pool on ordinal " + std::to_string(device));
+  std::uint64_t threshold = keep_bytes;
+  const cudaError_t err = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (err != cudaSuccess) {
+    (void)cudaMemPoolDestroy(pool_);
+    GPUXFER_CUDA_TRY_CTX(err, "setting the scratch pool's release threshold");
+  }
+}
+
+MemPool::~MemPool() {
+  if (pool_ != nullptr) (void)cudaMemPoolDestroy(pool_);
+}
+
+}  // namespace gpuxfer::detail

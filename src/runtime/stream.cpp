@@ -1,0 +1,29 @@
+#include "runtime/stream.hpp"
+
+#include <string>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer::detail {
+
+Stream::Stream(int device) : device_(device) {
+  DeviceGuard guard(device);
+  GPUXFER_CUDA_TRY_CTX(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                       "creating a copy stream on ordinal " + std::to_string(device));
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    device_ = other.device_;
+    stream_ = std::exchange(other.stream_, nullptr);
+  }
+  return *this;
+}
+
+}  // namespace gpuxfer::detail

@@ -6,6 +6,7 @@
 #include <gpuxfer/device_info.hpp>
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/host_registration.hpp>
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>

@@ -2,7 +2,12 @@
 
 #include <cstddef>
 
+#include <cstdint>
+
 #include <cuda_runtime_api.h>
+
+#include "memory/host_registry.hpp"
+#include "runtime/driver_api.hpp"
 
 namespace gpuxfer::detail {
 
@@ -17,7 +22,23 @@ bool is_pinned(const void* ptr) noexcept {
 }
 
 bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
-  return bytes > 0 && is_pinned(ptr) && is_pinned(static_cast<const std::byte*>(ptr) + bytes - 1);
+  if (bytes == 0 || ptr == nullptr) return false;
+  try {
+    switch (host_registry().covers(ptr, bytes)) {
+      case HostRegistry::Cover::whole: return true;
+      case HostRegistry::Cover::partly: return false;  // the rest is not ours to DMA
+      case HostRegistry::Cover::none: break;
+    }
+  } catch (...) {  // std::mutex failing to lock: take the staged path, which is always safe
+    return false;
+  }
+  if (!is_pinned(ptr)) return false;
+  // Pinned outside register_host (cudaHostAlloc, the caller's cudaHostRegister): the driver knows the
+  // extent of the allocation; where it cannot say (no current context), both ends must be pinned.
+  AddressRange range;
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  if (address_range(ptr, range) == 0 && begin >= range.base) return bytes <= range.base + range.size - begin;
+  return is_pinned(static_cast<const std::byte*>(ptr) + bytes - 1);
 }
 
 }  // namespace gpuxfer::detail

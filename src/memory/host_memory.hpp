@@ -9,7 +9,8 @@ namespace gpuxfer::detail {
 /// True when @p ptr is page-locked host memory (cudaHostAlloc or cudaHostRegister).
 [[nodiscard]] bool is_pinned(const void* ptr) noexcept;
 
-/// True when the whole of [@p ptr, @p ptr + @p bytes) is page-locked (checked at both ends; @p bytes > 0).
+/// True when the whole of [@p ptr, @p ptr + @p bytes) is page-locked, so that one DMA may touch it all:
+/// a register_host registration holds it, or a pinned allocation the driver knows the extent of does.
 [[nodiscard]] bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept;
 
 }  // namespace gpuxfer::detail

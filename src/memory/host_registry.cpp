@@ -1,0 +1,116 @@
+#include "memory/host_registry.hpp"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/host_registration.hpp>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/log.hpp"
+
+namespace gpuxfer {
+namespace detail {
+namespace {
+
+std::string describe(std::uintptr_t begin, std::size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "[%#zx, %#zx)", static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + bytes));
+  return std::string(text) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+}  // namespace
+
+HostRegistry& host_registry() {
+  static auto* registry = new HostRegistry;
+  return *registry;
+}
+
+void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::string what = "register_host of " + describe(begin, bytes);
+  {
+    std::lock_guard lock(mutex_);
+    // The first registration that ends after begin is the only one that can overlap from below or inside.
+    auto next = ranges_.upper_bound(begin);
+    if (next != ranges_.begin()) {
+      if (auto prev = std::prev(next); prev->first + prev->second > begin) next = prev;
+    }
+    if (next != ranges_.end() && next->first < begin + bytes) {
+      throw Error(Errc::invalid_argument, what + ": overlaps the live registration of " +
+                                              describe(next->first, next->second) +
+                                              "; reset that one first, or register one range that covers both");
+    }
+    ranges_.emplace(begin, bytes);  // reserved: a second caller now sees the overlap
+  }
+  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+  if (err == cudaSuccess) return;
+  {
+    std::lock_guard lock(mutex_);
+    ranges_.erase(begin);
+  }
+  (void)cudaGetLastError();
+  if (err == cudaErrorHostMemoryAlreadyRegistered) {
+    throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
+                                               "cudaHostRegister outside gpuxfer); use it as it is");
+  }
+  GPUXFER_CUDA_TRY_CTX(err, what);
+}
+
+void HostRegistry::remove(std::byte* ptr) noexcept {
+  const cudaError_t err = cudaHostUnregister(ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    GPUXFER_LOG(warn, std::string("cudaHostUnregister failed: ") + cudaGetErrorName(err));
+  }
+  std::lock_guard lock(mutex_);
+  ranges_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+HostRegistry::Cover HostRegistry::covers(const void* ptr, std::size_t bytes) const {
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  std::lock_guard lock(mutex_);
+  auto next = ranges_.upper_bound(begin);
+  if (next == ranges_.begin()) return Cover::none;
+  const auto& [start, size] = *std::prev(next);
+  const std::uintptr_t end = start + size;
+  if (begin >= end) return Cover::none;
+  return bytes <= end - begin ? Cover::whole : Cover::partly;
+}
+
+}  // namespace detail
+
+HostRegistration register_host(std::span<std::byte> memory) {
+  if (memory.empty()) return {};
+  if (memory.data() == nullptr) {
+    throw Error(Errc::invalid_argument, "register_host: the memory is null but " + std::to_string(memory.size()) +
+                                            " bytes long");
+  }
+  detail::host_registry().add(memory.data(), memory.size());
+  return HostRegistration(memory.data(), memory.size());
+}
+
+HostRegistration::~HostRegistration() { reset(); }
+
+HostRegistration::HostRegistration(HostRegistration&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+HostRegistration& HostRegistration::operator=(HostRegistration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void HostRegistration::reset() noexcept {
+  if (data_ != nullptr) detail::host_registry().remove(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace gpuxfer

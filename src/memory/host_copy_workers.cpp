@@ -1,8 +1,9 @@
 #include "memory/host_copy_workers.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <latch>
+
+#include "memory/streaming_copy.hpp"
 
 namespace gpuxfer::detail {
 namespace {
@@ -42,7 +43,7 @@ void HostCopyWorkers::copy(void* dst, const void* src, std::size_t bytes) {
   const std::size_t max_pieces = workers_.size() + 1;
   const std::size_t pieces = std::clamp<std::size_t>(bytes / min_piece, 1, max_pieces);
   if (pieces == 1) {
-    if (bytes != 0) std::memcpy(dst, src, bytes);
+    copy_streaming(dst, src, bytes);
     return;
   }
   // Pieces aligned to 4 KiB so no two threads share a page.
@@ -56,13 +57,13 @@ void HostCopyWorkers::copy(void* dst, const void* src, std::size_t bytes) {
       const std::size_t begin = std::min(bytes, i * step);
       const std::size_t end = i + 1 == pieces ? bytes : std::min(bytes, begin + step);
       tasks_.push([=, &done] {
-        if (end > begin) std::memcpy(d + begin, s + begin, end - begin);
+        if (end > begin) copy_streaming(d + begin, s + begin, end - begin);
         done.count_down();
       });
     }
   }
   wake_.notify_all();
-  std::memcpy(d, s, std::min(bytes, step));
+  copy_streaming(d, s, std::min(bytes, step));
   done.wait();
 }
 

@@ -21,7 +21,8 @@ class HostCopyWorkers {
   HostCopyWorkers(const HostCopyWorkers&) = delete;
   HostCopyWorkers& operator=(const HostCopyWorkers&) = delete;
 
-  /// memcpy(dst, src, bytes), split over the workers and the calling thread; returns when done.
+  /// memcpy(dst, src, bytes), split over the workers and the calling thread, each piece with
+  /// copy_streaming (non-temporal stores where the CPU has them); returns when done.
   void copy(void* dst, const void* src, std::size_t bytes);
 
  private:

@@ -29,6 +29,9 @@ struct DeviceInfo {
   int cc_minor = 0;               ///< compute capability, minor
   std::string pci_bus_id;         ///< "0000:1b:00.0"
   int numa_node = -1;             ///< host NUMA node closest to the device; -1 when unknown
+  std::string numa_cpus;          ///< the CPUs of that node as Linux lists them ("0-15,32-47"); empty when unknown
+  int staging_node = -1;          ///< the NUMA node gpuxfer stages this device's bytes and runs its copy
+                                  ///< threads on (Options::numa); -1: cudaHostAlloc's placement, unpinned threads
   int copy_engines = 0;           ///< asynchronous copy engines (cudaDevAttrAsyncEngineCount)
   int multiprocessors = 0;        ///< streaming multiprocessors
 };

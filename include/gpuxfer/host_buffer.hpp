@@ -46,13 +46,14 @@ class HostBuffer {
   friend class PinnedPool;
   friend struct detail::PoolState;
   HostBuffer(std::shared_ptr<detail::PoolState> pool, std::byte* block, std::size_t block_bytes,
-             std::size_t size) noexcept
-      : pool_(std::move(pool)), data_(block), block_bytes_(block_bytes), size_(size) {}
+             std::size_t size, int node) noexcept
+      : pool_(std::move(pool)), data_(block), block_bytes_(block_bytes), size_(size), node_(node) {}
 
   std::shared_ptr<detail::PoolState> pool_;
   std::byte* data_ = nullptr;
   std::size_t block_bytes_ = 0;
   std::size_t size_ = 0;
+  int node_ = -1;  // the NUMA node the block was leased on, -1 for cudaHostAlloc's
 };
 
 }  // namespace gpuxfer

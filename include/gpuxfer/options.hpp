@@ -14,6 +14,19 @@ namespace gpuxfer {
 /// Half the hardware threads, between 1 and 16: host memcpy bandwidth grows up to about 16 threads.
 [[nodiscard]] unsigned default_host_threads() noexcept;
 
+/// Where the staging memory and the host copy threads of each device live.
+enum class NumaPlacement {
+  automatic,  ///< on the device's NUMA node when the host has two or more nodes, else as cudaHostAlloc places it
+  on,         ///< on the device's NUMA node whenever it is known (also on a one-node host)
+  off,        ///< cudaHostAlloc's placement and unpinned copy threads, whatever the host
+};
+
+/// "automatic", "on" or "off".
+[[nodiscard]] std::string_view to_string(NumaPlacement placement) noexcept;
+
+/// Parses auto/automatic, on, off (any case). @throws Error(Errc::invalid_option)
+[[nodiscard]] NumaPlacement parse_numa_placement(std::string_view text);
+
 /// Settings of a MultiGpuManager. Every field has an environment variable that sets its default
 /// (Options::from_env); a value set in code wins over the environment.
 ///
@@ -26,6 +39,7 @@ namespace gpuxfer {
 /// | pool_limit_bytes | GPUXFER_POOL_LIMIT | `4GiB`, `512M`, `1048576` |
 /// | chunk_bytes | GPUXFER_CHUNK_BYTES | `8MiB` |
 /// | host_threads | GPUXFER_HOST_THREADS | `8` |
+/// | numa | GPUXFER_NUMA | `auto` / `on` / `off` |
 struct Options {
   /// CUDA ordinals to use, in this order; empty means every visible device.
   std::vector<int> devices;
@@ -42,6 +56,8 @@ struct Options {
   std::size_t chunk_bytes = std::size_t{8} << 20;
   /// Threads that copy between pageable and pinned host memory (the calling thread counted).
   unsigned host_threads = default_host_threads();
+  /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads threads).
+  NumaPlacement numa = NumaPlacement::automatic;
 
   /// Built-in defaults overridden by the GPUXFER_* variables of the process environment.
   /// @throws Error(Errc::invalid_option) naming the variable when a value does not parse or is out of range

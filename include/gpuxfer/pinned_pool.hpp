@@ -44,6 +44,11 @@ class PinnedPool {
   ///         of pinnable memory; Error(Errc::no_device / cuda_error) when CUDA itself is unusable
   [[nodiscard]] HostBuffer acquire(std::size_t bytes);
 
+  /// As acquire(bytes), with every page of the block on host NUMA node @p numa_node (mapped, bound to the
+  /// node, then page-locked with cudaHostRegister); -1 is acquire(bytes): cudaHostAlloc, node unchosen.
+  /// @throws as acquire; Error(Errc::invalid_argument) for a node the host does not have
+  [[nodiscard]] HostBuffer acquire(std::size_t bytes, int numa_node);
+
   /// Frees every cached block (not leased ones, not pending ones whose GPU work is still running).
   void trim();
 

@@ -7,13 +7,13 @@
 
 namespace gpuxfer::detail {
 
-ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots)
+ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots, int node)
     : chunk_bytes_(std::max<std::size_t>(1, std::min(chunk_bytes, total))),
       total_(total),
       chunks_((total + chunk_bytes_ - 1) / chunk_bytes_) {
   const std::size_t count = std::min(slots, chunks_);
   slots_.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) slots_.push_back(pool.acquire(chunk_bytes_));
+  for (std::size_t i = 0; i < count; ++i) slots_.push_back(pool.acquire(chunk_bytes_, node));
   users_.resize(count);
 }
 

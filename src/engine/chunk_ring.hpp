@@ -35,9 +35,9 @@ struct Chunk {
 class ChunkRing {
  public:
   /// A ring for @p total bytes in chunks of @p chunk_bytes (fewer slots than @p slots when there are
-  /// fewer chunks). An empty transfer leases nothing.
+  /// fewer chunks), its slots on NUMA node @p node (-1: cudaHostAlloc's). An empty transfer leases nothing.
   /// @throws Error(Errc::out_of_memory) when the pool cannot lease the slots (nothing is then held)
-  ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots);
+  ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots, int node);
   /// Waits on the host for the GPU work recorded on the slots (unless they were handed to an
   /// OperationState), then gives them back: the pool never hands out a slot a copy still touches.
   ~ChunkRing();

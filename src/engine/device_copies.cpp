@@ -41,7 +41,7 @@ SharedEvent enqueue_staged_copy(ManagerState& m, const DeviceRange& src, const D
                                 OperationState& op) {
   DeviceStreams& s = m.streams_of(src.device);
   DeviceStreams& d = m.streams_of(dst.device);
-  ChunkRing ring(m.pool, src.size, m.options.chunk_bytes, gpu_ring_slots);
+  ChunkRing ring(m.pool, src.size, m.options.chunk_bytes, gpu_ring_slots, m.staging_node(src.device));
   const cudaStream_t down = s.d2h.get();
   const cudaStream_t up = d.h2d.get();
   DrainOnError drain;

@@ -41,7 +41,8 @@ void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, st
   for (std::size_t i = 0; i < sources.size(); ++i) {
     if (sources[i].size == 0) continue;
     active.push_back(std::unique_ptr<Source>(
-        new Source{sources[i], outs[i], ChunkRing(m.pool, sources[i].size, m.options.chunk_bytes, gpu_ring_slots)}));
+        new Source{sources[i], outs[i],
+                   ChunkRing(m.pool, sources[i].size, m.options.chunk_bytes, gpu_ring_slots, m.staging_node(sources[i].device))}));
   }
   DrainOnError drain;
   auto issue = [&](Source& src, std::size_t k) {
@@ -67,7 +68,7 @@ void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, st
       if (k >= src->ring.chunk_count()) continue;
       src->ring.host_wait(k, describe(m, src->range));
       const Chunk c = src->ring.chunk(k);
-      m.host_copy.copy(src->out + c.offset, c.slot, c.size);
+      m.host_copy(src->range.device).copy(src->out + c.offset, c.slot, c.size);
       if (k + src->ring.slot_count() < src->ring.chunk_count()) issue(*src, k + src->ring.slot_count());
     }
   }

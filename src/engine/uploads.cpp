@@ -16,12 +16,15 @@ namespace {
 
 constexpr std::size_t share_granule = std::size_t{64} << 10;
 
-// Hands out chunks of @p data: in place when it is pinned, else copied by the host threads into a
-// ChunkRing whose slot is refilled only after the uploads that read it have completed.
+// Hands out chunks of @p data: in place when it is pinned, else copied by @p device's host threads into
+// a ChunkRing on its staging node, whose slot is refilled only after the uploads that read it completed.
 class HostSource {
  public:
-  HostSource(ManagerState& m, std::span<const std::byte> data, std::size_t chunk) : m_(m), data_(data) {
-    if (!is_pinned_range(data.data(), data.size())) ring_.emplace(m.pool, data.size(), chunk, host_ring_slots);
+  HostSource(ManagerState& m, std::span<const std::byte> data, std::size_t chunk, std::size_t device)
+      : m_(m), data_(data), device_(device) {
+    if (!is_pinned_range(data.data(), data.size())) {
+      ring_.emplace(m.pool, data.size(), chunk, host_ring_slots, m.staging_node(device));
+    }
   }
 
   /// Pinned memory holding chunk @p k (bytes [offset, offset + len) of the data).
@@ -29,7 +32,7 @@ class HostSource {
     if (!ring_) return data_.data() + offset;
     ring_->host_wait(k, "broadcast staging");
     const Chunk c = ring_->chunk(k);
-    m_.host_copy.copy(c.slot, data_.data() + offset, len);
+    m_.host_copy(device_).copy(c.slot, data_.data() + offset, len);
     return c.slot;
   }
 
@@ -41,6 +44,7 @@ class HostSource {
  private:
   ManagerState& m_;
   std::span<const std::byte> data_;
+  std::size_t device_;
   std::optional<ChunkRing> ring_;
 };
 
@@ -55,7 +59,7 @@ void per_device(ManagerState& m, std::span<const std::byte> data, std::span<cons
                 OperationState& op) {
   const std::size_t n = data.size();
   const std::size_t chunk = is_pinned_range(data.data(), n) ? n : std::min(m.options.chunk_bytes, n);
-  HostSource source(m, data, chunk);
+  HostSource source(m, data, chunk, targets.front().device);
   DrainOnError drain;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
@@ -84,7 +88,7 @@ void scatter_allgather(ManagerState& m, std::span<const std::byte> data, std::sp
   const std::size_t k = targets.size();
   const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
   const std::size_t chunk = std::min(m.options.chunk_bytes, share);
-  HostSource source(m, data, chunk);
+  HostSource source(m, data, chunk, targets.front().device);
   DrainOnError drain;
   // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.
   for (const DeviceRange& a : targets) {

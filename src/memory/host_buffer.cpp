@@ -12,7 +12,8 @@ HostBuffer::HostBuffer(HostBuffer&& other) noexcept
     : pool_(std::move(other.pool_)),
       data_(std::exchange(other.data_, nullptr)),
       block_bytes_(std::exchange(other.block_bytes_, 0)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      node_(std::exchange(other.node_, -1)) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
   if (this != &other) {
@@ -20,17 +21,19 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
     pool_ = std::move(other.pool_);
     data_ = std::exchange(other.data_, nullptr);
     block_bytes_ = std::exchange(other.block_bytes_, 0);
+    node_ = std::exchange(other.node_, -1);
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
 }
 
 void HostBuffer::reset() noexcept {
-  if (pool_ && data_ != nullptr) pool_->give_back(data_, block_bytes_);
+  if (pool_ && data_ != nullptr) pool_->give_back(data_, block_bytes_, node_);
   pool_.reset();
   data_ = nullptr;
   block_bytes_ = 0;
   size_ = 0;
+  node_ = -1;
 }
 
 }  // namespace gpuxfer

@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <latch>
+#include <string>
+
+#include <pthread.h>
+#include <sched.h>
 
 #include "memory/streaming_copy.hpp"
+#include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
 namespace {
@@ -12,9 +17,20 @@ namespace {
 constexpr std::size_t min_piece = std::size_t{256} << 10;
 }  // namespace
 
-HostCopyWorkers::HostCopyWorkers(unsigned threads) {
+HostCopyWorkers::HostCopyWorkers(unsigned threads, const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int cpu : cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+  }
   // Workers start on first use would complicate copy(); they are cheap while idle.
-  for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { run(); });
+  for (unsigned i = 1; i < threads; ++i) {
+    workers_.emplace_back([this] { run(); });
+    if (!cpus.empty() && pthread_setaffinity_np(workers_.back().native_handle(), sizeof set, &set) != 0) {
+      GPUXFER_LOG(warn, "a host copy thread could not be placed on its node's " + std::to_string(cpus.size()) +
+                            " CPUs: it runs anywhere");
+    }
+  }
 }
 
 HostCopyWorkers::~HostCopyWorkers() {

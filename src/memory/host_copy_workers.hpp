@@ -15,8 +15,9 @@ namespace gpuxfer::detail {
 /// A fixed set of memcpy workers shared by every pageable path of one manager.
 class HostCopyWorkers {
  public:
-  /// @p threads workers in all, the calling thread counted as one of them.
-  explicit HostCopyWorkers(unsigned threads);
+  /// @p threads workers in all, the calling thread counted as one of them; the others run on @p cpus
+  /// (a NUMA node's) when it is not empty.
+  explicit HostCopyWorkers(unsigned threads, const std::vector<int>& cpus = {});
   ~HostCopyWorkers();
   HostCopyWorkers(const HostCopyWorkers&) = delete;
   HostCopyWorkers& operator=(const HostCopyWorkers&) = delete;

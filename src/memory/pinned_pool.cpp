@@ -9,6 +9,7 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
 
+#include "memory/numa_memory.hpp"
 #include "memory/pool_state.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/log.hpp"
@@ -22,10 +23,35 @@ std::size_t PoolState::size_class(std::size_t bytes) noexcept {
   return (bytes + granule - 1) / granule * granule;
 }
 
+namespace {
+
+std::byte* allocate(std::size_t bytes, int node) {
+  if (node >= 0) return allocate_on_node(bytes, node);
+  void* block = nullptr;
+  const cudaError_t err = cudaHostAlloc(&block, bytes, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(err == cudaErrorMemoryAllocation ? Errc::out_of_memory : errc_for(err),
+                "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes failed: " + cudaGetErrorName(err) +
+                    " (" + cudaGetErrorString(err) + ")");
+  }
+  return static_cast<std::byte*>(block);
+}
+
+void release(std::byte* block, const PoolState::Key& key) noexcept {
+  if (key.first >= 0) {
+    free_on_node(block, key.second);
+  } else {
+    (void)cudaFreeHost(block);
+  }
+}
+
+}  // namespace
+
 PoolState::~PoolState() {
   for (auto& p : pending) (void)cudaEventSynchronize(p.after->get());
-  for (auto& p : pending) (void)cudaFreeHost(p.block);
-  for (auto& [size, block] : idle) (void)cudaFreeHost(block);
+  for (auto& p : pending) release(p.block, p.key);
+  for (auto& [key, block] : idle) release(block, key);
 }
 
 void PoolState::sweep_locked() noexcept {
@@ -37,28 +63,29 @@ void PoolState::sweep_locked() noexcept {
     }
     // Done, or the device faulted: either way the GPU no longer touches the block.
     if (status != cudaSuccess) (void)cudaGetLastError();
-    idle.emplace(pending[i].bytes, pending[i].block);
-    counters.pending -= pending[i].bytes;
-    counters.cached += pending[i].bytes;
+    idle.emplace(pending[i].key, pending[i].block);
+    counters.pending -= pending[i].key.second;
+    counters.cached += pending[i].key.second;
     pending[i] = std::move(pending.back());
     pending.pop_back();
   }
 }
 
 void PoolState::free_idle_locked(std::size_t target_total) noexcept {
-  // Largest blocks first: fewest cudaFreeHost calls to get under the target.
+  // Largest blocks first: fewest frees to get under the target.
   while (!idle.empty() && total_locked() > target_total) {
-    auto last = std::prev(idle.end());
-    (void)cudaFreeHost(last->second);
-    counters.cached -= last->first;
-    idle.erase(last);
+    auto largest = std::max_element(idle.begin(), idle.end(),
+                                    [](const auto& a, const auto& b) { return a.first.second < b.first.second; });
+    release(largest->second, largest->first);
+    counters.cached -= largest->first.second;
+    idle.erase(largest);
   }
 }
 
-std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes) {
+std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node) {
   std::unique_lock lock(mutex);
   sweep_locked();
-  if (auto it = idle.find(block_bytes); it != idle.end()) {
+  if (auto it = idle.find(Key{node, block_bytes}); it != idle.end()) {
     std::byte* block = it->second;
     idle.erase(it);
     counters.cached -= block_bytes;
@@ -80,48 +107,42 @@ std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes) {
                                          "GPUXFER_POOL_LIMIT)");
   }
   free_idle_locked(limit - block_bytes);
-  void* block = nullptr;
-  // cudaHostAlloc is slow (about 150 ms per 256 MiB); keep the lock so two threads don't both pay
-  // for a block that one of them could have reused.
-  const cudaError_t err = cudaHostAlloc(&block, block_bytes, cudaHostAllocPortable);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(err == cudaErrorMemoryAllocation ? Errc::out_of_memory : errc_for(err),
-                "cudaHostAlloc of " + std::to_string(block_bytes) + " pinned bytes failed: " +
-                    cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
-  }
+  // Pinning is slow (about 150 ms per 256 MiB with cudaHostAlloc); keep the lock so two threads don't
+  // both pay for a block that one of them could have reused.
+  std::byte* block = allocate(block_bytes, node);
   ++counters.allocations;
   counters.in_use += block_bytes;
   counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
-  GPUXFER_LOG(debug, "pinned pool allocated " + std::to_string(block_bytes) + " bytes");
-  return static_cast<std::byte*>(block);
+  GPUXFER_LOG(debug, "pinned pool allocated " + std::to_string(block_bytes) + " bytes" +
+                         (node >= 0 ? " on NUMA node " + std::to_string(node) : std::string{}));
+  return block;
 }
 
-void PoolState::give_back(std::byte* block, std::size_t block_bytes) noexcept {
+void PoolState::give_back(std::byte* block, std::size_t block_bytes, int node) noexcept {
   std::lock_guard lock(mutex);
   counters.in_use -= block_bytes;
   try {
-    idle.emplace(block_bytes, block);
+    idle.emplace(Key{node, block_bytes}, block);
     counters.cached += block_bytes;
   } catch (...) {
-    (void)cudaFreeHost(block);
+    release(block, Key{node, block_bytes});
   }
 }
 
-void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, SharedEvent after) noexcept {
+void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int node, SharedEvent after) noexcept {
   if (!after) {
-    give_back(block, block_bytes);
+    give_back(block, block_bytes, node);
     return;
   }
   std::lock_guard lock(mutex);
   counters.in_use -= block_bytes;
   try {
-    pending.push_back({block, block_bytes, std::move(after)});
+    pending.push_back({block, Key{node, block_bytes}, std::move(after)});
     counters.pending += block_bytes;
   } catch (...) {
     // Out of memory for the bookkeeping: wait for the GPU rather than hand out a busy block.
     (void)cudaEventSynchronize(after->get());
-    (void)cudaFreeHost(block);
+    release(block, Key{node, block_bytes});
   }
 }
 
@@ -141,12 +162,13 @@ PoolStats PoolState::stats() noexcept {
 
 void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   if (buffer.pool_ && buffer.data_ != nullptr) {
-    buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, std::move(after));
+    buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, buffer.node_, std::move(after));
   }
   buffer.pool_.reset();
   buffer.data_ = nullptr;
   buffer.block_bytes_ = 0;
   buffer.size_ = 0;
+  buffer.node_ = -1;
 }
 
 }  // namespace detail
@@ -155,7 +177,9 @@ PinnedPool::PinnedPool(std::size_t limit_bytes) : state_(std::make_shared<detail
 
 PinnedPool::~PinnedPool() = default;
 
-HostBuffer PinnedPool::acquire(std::size_t bytes) {
+HostBuffer PinnedPool::acquire(std::size_t bytes) { return acquire(bytes, -1); }
+
+HostBuffer PinnedPool::acquire(std::size_t bytes, int numa_node) {
   if (bytes == 0) return HostBuffer{};
   // Checked before rounding up to a size class, which would overflow for sizes near SIZE_MAX.
   if (bytes > state_->limit) {
@@ -171,8 +195,8 @@ HostBuffer PinnedPool::acquire(std::size_t bytes) {
                                          std::to_string(std::numeric_limits<std::size_t>::max() / 2) + ")");
   }
   const std::size_t block_bytes = detail::PoolState::size_class(bytes);
-  std::byte* block = state_->lease(block_bytes, bytes);
-  return HostBuffer(state_, block, block_bytes, bytes);
+  std::byte* block = state_->lease(block_bytes, bytes, numa_node);
+  return HostBuffer(state_, block, block_bytes, bytes, numa_node);
 }
 
 void PinnedPool::trim() { state_->trim(); }

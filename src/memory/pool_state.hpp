@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <gpuxfer/host_buffer.hpp>
@@ -22,27 +23,31 @@ struct PoolState {
   /// The block size a request of @p bytes is served with: at most 1/8 more, 4 KiB granules at least.
   [[nodiscard]] static std::size_t size_class(std::size_t bytes) noexcept;
 
-  /// A leased block of size_class(bytes). @throws Error(Errc::out_of_memory)
-  std::byte* lease(std::size_t block_bytes, std::size_t bytes);
+  /// A leased block of size_class(bytes) on NUMA node @p node (-1: wherever cudaHostAlloc puts it).
+  /// @throws Error(Errc::out_of_memory)
+  std::byte* lease(std::size_t block_bytes, std::size_t bytes, int node);
   /// Back to the cache at once.
-  void give_back(std::byte* block, std::size_t block_bytes) noexcept;
+  void give_back(std::byte* block, std::size_t block_bytes, int node) noexcept;
   /// Back to the cache once @p after has completed.
-  void give_back_after(std::byte* block, std::size_t block_bytes, SharedEvent after) noexcept;
+  void give_back_after(std::byte* block, std::size_t block_bytes, int node, SharedEvent after) noexcept;
   void trim() noexcept;
   [[nodiscard]] PoolStats stats() noexcept;
 
   /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it).
   static void release_after(HostBuffer&& buffer, SharedEvent after) noexcept;
 
+  /// Where idle blocks are found: the NUMA node (-1 for cudaHostAlloc's) and the block size.
+  using Key = std::pair<int, std::size_t>;
+
   struct Pending {
     std::byte* block;
-    std::size_t bytes;
+    Key key;
     SharedEvent after;
   };
 
   std::mutex mutex;
   std::size_t limit;
-  std::multimap<std::size_t, std::byte*> idle;  // block size -> block
+  std::multimap<Key, std::byte*> idle;
   std::vector<Pending> pending;
   PoolStats counters;
 

@@ -36,8 +36,7 @@ struct DeviceStreams {
 };
 
 struct ManagerState {
-  explicit ManagerState(const Options& opts)
-      : options(opts), pool(opts.pool_limit_bytes), host_copy(opts.host_threads) {}
+  explicit ManagerState(const Options& opts) : options(opts), pool(opts.pool_limit_bytes) {}
 
   Options options;
   std::string device_status;
@@ -47,7 +46,8 @@ struct ManagerState {
   bool all_peers = false;
   std::vector<std::unique_ptr<DeviceStreams>> device_streams;
   PinnedPool pool;
-  HostCopyWorkers host_copy;
+  std::vector<std::unique_ptr<HostCopyWorkers>> copy_workers;  // one set per staging node in use
+  std::vector<std::size_t> workers_of;                         // device index -> its set in copy_workers
   NcclComms nccl;
   int nccl_version = 0;
 
@@ -55,6 +55,10 @@ struct ManagerState {
   [[nodiscard]] int ordinal(std::size_t index) const noexcept { return devices[index].ordinal; }
   [[nodiscard]] DeviceStreams& streams_of(std::size_t index) const noexcept { return *device_streams[index]; }
   [[nodiscard]] std::vector<int> ordinals() const;
+  /// The NUMA node device @p index stages on (DeviceInfo::staging_node): -1 for cudaHostAlloc's placement.
+  [[nodiscard]] int staging_node(std::size_t index) const noexcept { return devices[index].staging_node; }
+  /// The host copy threads of device @p index (on its staging node's CPUs when it has one).
+  [[nodiscard]] HostCopyWorkers& host_copy(std::size_t index) const noexcept { return *copy_workers[workers_of[index]]; }
 
   /// The state behind @p manager (MultiGpuManager keeps it private to everyone but the library).
   [[nodiscard]] static ManagerState& of(const MultiGpuManager& manager) noexcept;
@@ -62,6 +66,10 @@ struct ManagerState {
 
 /// "device 1 (ordinal 3)": how messages name a device.
 [[nodiscard]] std::string device_name(const ManagerState& m, std::size_t index);
+
+/// Fills each device's numa_cpus and staging_node (Options::numa) and starts one set of host copy threads
+/// per staging node, placed on that node's CPUs.
+void place_on_numa_nodes(ManagerState& m);
 
 /// Throws Error(Errc::invalid_buffer) unless @p index < m.size(); @p what names the argument.
 void check_index(const ManagerState& m, std::size_t index, const char* what);

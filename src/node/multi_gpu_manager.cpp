@@ -1,5 +1,6 @@
 #include <gpuxfer/multi_gpu_manager.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include <nccl.h>
@@ -7,6 +8,7 @@
 #include <gpuxfer/error.hpp>
 
 #include "node/manager_state.hpp"
+#include "node/numa.hpp"
 #include "node/topology.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
@@ -103,6 +105,31 @@ void enable_peers(ManagerState& state) {
 }
 
 }  // namespace
+
+void place_on_numa_nodes(ManagerState& state) {
+  std::vector<int> device_nodes;
+  for (const DeviceInfo& d : state.devices) device_nodes.push_back(d.numa_node);
+  const std::vector<int> staging = staging_nodes(device_nodes, state.options.numa, numa_nodes().size());
+  std::vector<int> workers_node;  // the node of each set in copy_workers
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    DeviceInfo& d = state.devices[i];
+    if (d.numa_node >= 0) d.numa_cpus = format_cpu_list(cpus_of_node(d.numa_node));
+    d.staging_node = staging[i];
+    auto known = std::find(workers_node.begin(), workers_node.end(), d.staging_node);
+    if (known == workers_node.end()) {
+      const std::vector<int> cpus = d.staging_node >= 0 ? cpus_of_node(d.staging_node) : std::vector<int>{};
+      state.copy_workers.push_back(std::make_unique<HostCopyWorkers>(state.options.host_threads, cpus));
+      workers_node.push_back(d.staging_node);
+      known = std::prev(workers_node.end());
+    }
+    state.workers_of.push_back(static_cast<std::size_t>(known - workers_node.begin()));
+    if (d.staging_node >= 0) {
+      GPUXFER_LOG(info, device_name(state, i) + ": staging and copy threads on NUMA node " +
+                            std::to_string(d.staging_node) + " (CPUs " + d.numa_cpus + ")");
+    }
+  }
+}
+
 }  // namespace detail
 
 std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
@@ -115,6 +142,7 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
                                      (state->device_status.empty() ? std::string{} : ": " + state->device_status));
   }
   for (const int ordinal : ordinals) state->devices.push_back(detail::read_device_info(ordinal));
+  detail::place_on_numa_nodes(*state);
   state->links = detail::read_links(state->devices);
   detail::enable_peers(*state);
   for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));

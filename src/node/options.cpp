@@ -85,6 +85,23 @@ std::size_t parse_size(std::string_view text) {
   return static_cast<std::size_t>(number) << shift;
 }
 
+std::string_view to_string(NumaPlacement placement) noexcept {
+  switch (placement) {
+    case NumaPlacement::automatic: return "automatic";
+    case NumaPlacement::on: return "on";
+    case NumaPlacement::off: return "off";
+  }
+  return "automatic";
+}
+
+NumaPlacement parse_numa_placement(std::string_view text) {
+  const std::string v = lower(trim(text));
+  if (v == "auto" || v == "automatic") return NumaPlacement::automatic;
+  if (v == "on") return NumaPlacement::on;
+  if (v == "off") return NumaPlacement::off;
+  bad_option("'" + std::string(text) + "' is not a NUMA placement (use auto, on or off)");
+}
+
 bool parse_bool(std::string_view text) {
   const std::string v = lower(trim(text));
   if (v == "1" || v == "on" || v == "true" || v == "yes") return true;
@@ -146,6 +163,7 @@ Options apply_env(Options base, const EnvLookup& lookup) {
     if (n > 256) bad_option("thread count " + v + " is out of range (1..256)");
     base.host_threads = static_cast<unsigned>(n);
   });
+  apply_var(lookup, "GPUXFER_NUMA", [&](const std::string& v) { base.numa = parse_numa_placement(v); });
   try {
     base.validate();
   } catch (const Error& e) {

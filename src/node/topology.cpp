@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 
 #include <cuda_runtime_api.h>
 
+#include "node/numa.hpp"
 #include "runtime/cuda_check.hpp"
 
 namespace gpuxfer {
@@ -31,25 +30,6 @@ int attribute(cudaDeviceAttr attr, int ordinal) {
 }
 
 }  // namespace
-
-int numa_node_of(const std::string& bus_id) noexcept {
-  try {
-    std::string id = bus_id;
-    std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
-    // The runtime prints an 8-digit PCI domain ("00000000:1b:00.0"); sysfs uses 4 digits.
-    if (const auto colon = id.find(':'); colon != std::string::npos && colon > 4) id.erase(0, colon - 4);
-    std::ifstream in("/sys/bus/pci/devices/" + id + "/numa_node");
-    int node = -1;
-    if (in >> node && node >= 0) return node;
-    // -1 from sysfs means "no affinity": on a host with one NUMA node that node is the answer.
-    std::error_code ec;
-    const bool node0 = std::filesystem::exists("/sys/devices/system/node/node0", ec);
-    const bool node1 = std::filesystem::exists("/sys/devices/system/node/node1", ec);
-    if (node0 && !node1) return 0;
-  } catch (...) {
-  }
-  return -1;
-}
 
 DeviceInfo read_device_info(int ordinal) {
   DeviceInfo info;

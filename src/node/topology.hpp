@@ -11,9 +11,6 @@ namespace gpuxfer::detail {
 /// Name, memory, compute capability, PCI bus id, NUMA node and engines of CUDA device @p ordinal.
 [[nodiscard]] DeviceInfo read_device_info(int ordinal);
 
-/// The host NUMA node of the PCI device @p bus_id from sysfs; -1 when unknown.
-[[nodiscard]] int numa_node_of(const std::string& bus_id) noexcept;
-
 /// The link matrix of @p devices: nvlink where peer access is possible with native atomics, pcie_peer
 /// where it is possible without them, host_staged elsewhere. (Without NVML, native peer atomics are
 /// the runtime's signal for an NVLink-class link.)

@@ -42,7 +42,7 @@ std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, s
   const auto ranges = sources(t, skip);
   // Lease every result first: running out of pinned memory then queues nothing.
   std::vector<HostBuffer> results;
-  for (const auto& r : ranges) results.push_back(r ? t.m.pool.acquire(r->size) : HostBuffer{});
+  for (const auto& r : ranges) results.push_back(r ? t.m.pool.acquire(r->size, t.m.staging_node(r->device)) : HostBuffer{});
   auto op = std::make_unique<detail::OperationState>("gather");
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) {

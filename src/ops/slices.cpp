@@ -94,9 +94,9 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
       drain.add(stream);
       const std::string what = "gather_slices of " + std::to_string(p.items.size()) + " slices on " + detail::device_name(m, d);
       const std::size_t items_bytes = (p.items.size() * sizeof(detail::PackItem) + 255) / 256 * 256;
-      HostBuffer items = m.pool.acquire(items_bytes);
+      HostBuffer items = m.pool.acquire(items_bytes, m.staging_node(d));
       std::memcpy(items.data(), p.items.data(), p.items.size() * sizeof(detail::PackItem));
-      if (!pinned_out) staged[d] = m.pool.acquire(p.packed);
+      if (!pinned_out) staged[d] = m.pool.acquire(p.packed, m.staging_node(d));
       void* scratch = nullptr;
       GPUXFER_CUDA_TRY_CTX(cudaMallocFromPoolAsync(&scratch, items_bytes + p.packed, s.scratch.get(), stream), what);
       auto* table = static_cast<detail::PackItem*>(scratch);
@@ -118,7 +118,7 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
   if (!pinned_out) {
     for (std::size_t d = 0; d < plans.size(); ++d) {
       for (const Run& run : plans[d].runs) {
-        m.host_copy.copy(out.data() + run.out_offset, staged[d].data() + run.packed_offset, run.size);
+        m.host_copy(d).copy(out.data() + run.out_offset, staged[d].data() + run.packed_offset, run.size);
       }
     }
   }

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Summarise gpuxfer-bench JSON (and torch_baseline.py JSON) as Markdown, and check regression floors.
 
-    perf_report.py bench.json [--torch torch.json] [--markdown OUT.md] [--floors benchmarks/floors.json]
+    perf_report.py bench.json [--torch torch.json] [--markdown OUT.md] [--floors [FLOORS.json]]
 
---floors exits 1 when a headline ratio falls below its floor (benchmarks/floors.json): gpu-check.sh
-uses it so that a performance regression fails the run at once.
+--floors exits 1 when a headline ratio falls below its floor (benchmarks/data/floors.json when no file is
+named): gpu-check.sh uses it so that a performance regression fails the run at once.
 """
 import argparse
 import json
+import os
 import sys
+
+# benchmarks/data/floors.json, found from this script's place (benchmarks/python/).
+DEFAULT_FLOORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data", "floors.json")
 
 # gpuxfer op -> the PyTorch way of doing the same thing (torch_baseline.py op names)
 TORCH_FOR = {
@@ -106,7 +110,8 @@ def main():
     ap.add_argument("--torch")
     ap.add_argument("--markdown")
     ap.add_argument("--growth", help="comma-separated ops for a time-against-size table")
-    ap.add_argument("--floors")
+    ap.add_argument("--floors", nargs="?", const=DEFAULT_FLOORS,
+                    help="check the regression floors of this file (default: benchmarks/data/floors.json)")
     args = ap.parse_args()
     bench = json.load(open(args.bench))
     torch = json.load(open(args.torch)) if args.torch else None

@@ -93,7 +93,7 @@ void Report::print_header(const OpSpec& op) {
   if (pending_ != &op) return;
   pending_ = nullptr;
   out_ << "#\n# " << op.name << " [" << to_string(op.kind) << "]: " << op.what << '\n';
-  out_ << "#   bytes = " << op.bytes_rule;
+  out_ << "#   bytes = " << op.bytes.text;
   if (!op.ceiling.empty()) out_ << "; ceiling = " << ceiling_name(op);
   if (op.target) out_ << "; target " << target_text(op);
   out_ << '\n';
@@ -114,7 +114,7 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   Row row;
   row.op = &op;
   row.size = size;
-  row.bytes = op.bytes(size, devices_);
+  row.bytes = op.bytes.count(size, devices_);
   row.stats = stats;
   row.gbps = stats.median_s > 0 ? static_cast<double>(row.bytes) / stats.median_s / 1e9 : 0;
   if (!op.ceiling.empty()) {
@@ -273,7 +273,7 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
     if (r.op->kind == Kind::ceiling) {
       json_t& c = ceilings[r.op->name];
       if (c.is_null())
-        c = {{"what", r.op->what}, {"bytes_rule", r.op->bytes_rule}, {"rows", json_t::array()}};
+        c = {{"what", r.op->what}, {"bytes_rule", r.op->bytes.text}, {"rows", json_t::array()}};
       c["rows"].push_back({{"size", r.size},
                            {"bytes", r.bytes},
                            {"time_us", us},

@@ -19,6 +19,15 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+// Median, min, max and count of @p times into @p stats (unchanged when there are none).
+void summarize(std::vector<double> times, Stats& stats) {
+  if (times.empty()) return;
+  stats.samples = static_cast<int>(times.size());
+  stats.min_s = *std::min_element(times.begin(), times.end());
+  stats.max_s = *std::max_element(times.begin(), times.end());
+  stats.median_s = median_of(std::move(times));
+}
+
 }  // namespace
 
 std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters, std::uint64_t& next_run,
@@ -32,11 +41,7 @@ std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters, std:
     stats.wrong += s->wrong;
     if (i >= warmup) times.push_back(s->seconds);
   }
-  if (times.empty()) return stats;
-  stats.samples = static_cast<int>(times.size());
-  stats.min_s = *std::min_element(times.begin(), times.end());
-  stats.max_s = *std::max_element(times.begin(), times.end());
-  stats.median_s = median_of(std::move(times));
+  summarize(std::move(times), stats);
   return stats;
 }
 

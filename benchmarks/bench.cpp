@@ -71,6 +71,15 @@ std::optional<Stats> Bench::measure(const Case& c) {
   return stats;
 }
 
+std::optional<Stats> Bench::measure_interleaved(const Case& baseline, const Case& c, int rounds,
+                                                int per_round) {
+  const auto phase = [this](bool timed) { timer_.set_gated(timed); };
+  const std::optional<Stats> stats = bench::measure_interleaved(
+      sample_of(baseline), sample_of(c), options_.warmup, rounds, per_round, next_run_, phase);
+  timer_.set_gated(true);
+  return stats;
+}
+
 std::uint64_t Bench::seed(std::uint64_t run, std::size_t device) noexcept {
   return pattern::seed_for(run, device);
 }

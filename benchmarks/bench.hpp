@@ -71,6 +71,10 @@ class Bench {
 
   /// Runs @p c with the options' warm-up and samples (at least c.min_iters of them).
   [[nodiscard]] std::optional<Stats> measure(const Case& c);
+  /// Runs @p c interleaved with @p baseline (bench::measure_interleaved): the options' warm-up, then
+  /// @p rounds rounds of @p per_round pairs.
+  [[nodiscard]] std::optional<Stats> measure_interleaved(const Case& baseline, const Case& c, int rounds,
+                                                         int per_round);
 
   /// The pattern seed of @p device in run @p run (pattern::seed_for); device index devices() gives the
   /// seed of host sources (broadcasts), which no device shares.

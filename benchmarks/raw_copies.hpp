@@ -16,6 +16,8 @@ namespace gpuxfer::bench {
 /// The size of the latency probes, and their samples (more than --iters: they are cheap and noisy).
 inline constexpr std::size_t latency_bytes = 4096;
 inline constexpr int latency_iters = 50;
+/// latency_gather_4k's rounds: latency_iters pairs (raw baseline, gather) in this many rounds.
+inline constexpr int latency_rounds = 5;
 
 /// Where a raw copy reads or writes: memory of device index `device`, or pinned host memory.
 struct Place {

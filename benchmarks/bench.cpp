@@ -53,10 +53,29 @@ const NcclComms& Bench::nccl() {
   return *nccl_;
 }
 
-std::optional<Stats> Bench::measure(const SampleFn& sample, int min_iters) {
+SampleFn Bench::sample_of(const Case& c) {
+  return [this, &c](std::uint64_t run) -> std::optional<Sample> {
+    c.prepare(run);
+    Sample s;
+    s.seconds = c.gated.empty() ? host_seconds(c.work) : timer_.time(c.gated, c.work);
+    s.wrong = c.check(run);
+    return s;
+  };
+}
+
+std::optional<Stats> Bench::measure(const Case& c) {
   const auto phase = [this](bool timed) { timer_.set_gated(timed); };
   const std::optional<Stats> stats =
-      bench::measure(sample, options_.warmup, std::max(options_.iters, min_iters), next_run_, phase);
+      bench::measure(sample_of(c), options_.warmup, std::max(options_.iters, c.min_iters), next_run_, phase);
+  timer_.set_gated(true);
+  return stats;
+}
+
+std::optional<Stats> Bench::measure_interleaved(const Case& baseline, const Case& c, int rounds,
+                                                int per_round) {
+  const auto phase = [this](bool timed) { timer_.set_gated(timed); };
+  const std::optional<Stats> stats = bench::measure_interleaved(
+      sample_of(baseline), sample_of(c), options_.warmup, rounds, per_round, next_run_, phase);
   timer_.set_gated(true);
   return stats;
 }
@@ -82,6 +101,10 @@ void Bench::poison_device(std::size_t device, void* ptr, std::size_t bytes) {
 
 void Bench::synchronize() {
   for (const Stream& s : streams_) s.synchronize();
+}
+
+void Bench::wait_done(const std::vector<std::size_t>& devices) {
+  for (const std::size_t d : devices) cuda_check(cudaEventSynchronize(done_event(d)), "cudaEventSynchronize");
 }
 
 std::size_t Bench::check_device(std::size_t device, const void* ptr, std::size_t bytes, std::uint64_t seed,

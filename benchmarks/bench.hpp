@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -19,6 +20,20 @@
 #include "timing.hpp"
 
 namespace gpuxfer::bench {
+
+/// What one verified sample does, in three steps: prepare(run) writes the sources and poisons the
+/// destinations (untimed; it waits for its own work), work() is the timed part, check(run) counts the
+/// bytes that came out wrong. Every operation and ceiling of the bench is one of these.
+struct Case {
+  std::function<void(std::uint64_t run)> prepare;
+  std::function<void()> work;
+  std::function<std::size_t(std::uint64_t run)> check;
+  /// Empty: work() blocks until it is done, timed by steady_clock around it. Otherwise work() only
+  /// queues on the bench streams of these devices, timed by events behind the spin gate (GatedTimer).
+  std::vector<std::size_t> gated{};
+  /// At least this many timed samples (latency probes want more than the run's --iters).
+  int min_iters = 0;
+};
 
 class Bench {
  public:
@@ -54,8 +69,12 @@ class Bench {
   /// Pinned host memory of the largest size: the source of the pinned broadcasts.
   [[nodiscard]] std::span<std::byte> bcast_pinned() const noexcept { return bcast_pinned_.span(); }
 
-  /// Runs @p sample with the options' warm-up and samples (at least @p min_iters of them).
-  [[nodiscard]] std::optional<Stats> measure(const SampleFn& sample, int min_iters = 0);
+  /// Runs @p c with the options' warm-up and samples (at least c.min_iters of them).
+  [[nodiscard]] std::optional<Stats> measure(const Case& c);
+  /// Runs @p c interleaved with @p baseline (bench::measure_interleaved): the options' warm-up, then
+  /// @p rounds rounds of @p per_round pairs.
+  [[nodiscard]] std::optional<Stats> measure_interleaved(const Case& baseline, const Case& c, int rounds,
+                                                         int per_round);
 
   /// The pattern seed of @p device in run @p run (pattern::seed_for); device index devices() gives the
   /// seed of host sources (broadcasts), which no device shares.
@@ -69,6 +88,9 @@ class Bench {
   void poison_device(std::size_t device, void* ptr, std::size_t bytes);
   /// Waits for every bench stream.
   void synchronize();
+  /// Waits for done_event(d) of every device in @p devices, which the caller recorded after the work it
+  /// queued on the bench streams: how a caller waits for its copies (the latency probes time this).
+  void wait_done(const std::vector<std::size_t>& devices);
   /// Bytes at device pointer @p ptr of @p device that differ from the pattern. Blocks.
   [[nodiscard]] std::size_t check_device(std::size_t device, const void* ptr, std::size_t bytes,
                                          std::uint64_t seed, std::uint64_t offset = 0);
@@ -79,6 +101,9 @@ class Bench {
   void register_buffer(std::size_t device, std::byte* ptr, std::size_t size);
 
  private:
+  // One sample of @p c, which must outlive it: prepare, the timed work, check.
+  [[nodiscard]] SampleFn sample_of(const Case& c);
+
   BenchOptions options_;
   std::shared_ptr<MultiGpuManager> manager_;
   InterGpuTransfer xfer_;

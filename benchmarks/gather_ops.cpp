@@ -1,16 +1,14 @@
 // Gathers: every device's buffer to pinned results (gather_all), into caller pageable memory
 // (gather_into), into device 0's memory (gather_to_device), the seed's naive way, and the 4 KiB latency.
-#include <cstring>
+#include <memory>
 
 #include <nvtx3/nvtx3.hpp>
 
 #include "ops.hpp"
+#include "raw_copies.hpp"
 
 namespace gpuxfer::bench {
 namespace {
-
-constexpr std::size_t latency_bytes = 4096;
-constexpr int latency_iters = 50;
 
 // Fills and registers src(d) of every device, waiting for the fills (the timed call must not include them).
 void prepare_sources(Bench& b, std::uint64_t run, std::size_t size) {
@@ -32,42 +30,58 @@ std::size_t check_results(Bench& b, const Results& results, std::uint64_t run, s
   return wrong;
 }
 
-std::optional<Stats> gather_at(Bench& b, std::size_t size, int min_iters) {
-  return b.measure(
-      [&](std::uint64_t run) -> std::optional<Sample> {
-        prepare_sources(b, run, size);
-        std::vector<HostBuffer> results;
-        Sample s;
-        s.seconds = host_seconds([&] { results = b.xfer().gather_all(); });
-        s.wrong = check_results(b, results, run, size);
-        // The blocks go back to the pool poisoned: a later gather that fails to write them is caught.
-        for (HostBuffer& r : results) parallel_poison(b.threads(), r.span());
-        return s;
-      },
-      min_iters);
+// Checks the pieces a gather into @p capacity bytes reported, one per device: @p check_piece counts the
+// wrong bytes of one that is where it may be; a missing or misplaced piece counts as entirely wrong.
+template <class CheckPiece>
+std::size_t check_pieces(Bench& b, const std::vector<GatherPiece>& pieces, std::size_t capacity,
+                         std::size_t size, CheckPiece&& check_piece) {
+  std::size_t wrong = pieces.size() == b.devices() ? 0 : capacity;
+  for (const GatherPiece& p : pieces) {
+    wrong += p.size == size && p.offset + size <= capacity ? check_piece(p) : size;
+  }
+  return wrong;
 }
 
-std::optional<Stats> gather(Bench& b, std::size_t size) { return gather_at(b, size, 0); }
+// gather_all() into pooled pinned HostBuffers. The case owns its results between work and check.
+Case gather_case(Bench& b, std::size_t size) {
+  auto results = std::make_shared<std::vector<HostBuffer>>();
+  return {.prepare = [&b, size](std::uint64_t run) { prepare_sources(b, run, size); },
+          .work = [&b, results] { *results = b.xfer().gather_all(); },
+          .check =
+              [&b, results, size](std::uint64_t run) {
+                const std::size_t wrong = check_results(b, *results, run, size);
+                // The blocks go back to the pool poisoned: a later gather that fails to write them is
+                // caught. They go back before the next sample, which must find them in the pool.
+                for (HostBuffer& r : *results) parallel_poison(b.threads(), r.span());
+                results->clear();
+                return wrong;
+              }};
+}
+
+std::optional<Stats> gather(Bench& b, std::size_t size) { return b.measure(gather_case(b, size)); }
+
+// gather_all() of 4 KiB per device interleaved with the raw copies it must keep up with (latency_4k):
+// measured apart, the two drifted between processes (0.96 to 1.59 x over four runs).
 std::optional<Stats> latency_gather_4k(Bench& b, std::size_t) {
-  return gather_at(b, latency_bytes, latency_iters);
+  return b.measure_interleaved(latency_case(b, d2h_copies(b, b.all_devices(), latency_bytes)),
+                               gather_case(b, latency_bytes), latency_rounds, latency_iters / latency_rounds);
 }
 
 std::optional<Stats> gather_pageable(Bench& b, std::size_t size) {
   const std::span<std::byte> out = b.host_pageable().first(b.devices() * size);
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    prepare_sources(b, run, size);
-    parallel_poison(b.threads(), out);
-    std::vector<GatherPiece> pieces;
-    Sample s;
-    s.seconds = host_seconds([&] { pieces = b.xfer().gather_into(out); });
-    s.wrong = pieces.size() == b.devices() ? 0 : out.size();
-    for (const GatherPiece& p : pieces) {
-      s.wrong += p.size == size && p.offset + size <= out.size()
-                     ? b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device))
-                     : size;
-    }
-    return s;
-  });
+  std::vector<GatherPiece> pieces;
+  return b.measure({.prepare =
+                        [&](std::uint64_t run) {
+                          prepare_sources(b, run, size);
+                          parallel_poison(b.threads(), out);
+                        },
+                    .work = [&] { pieces = b.xfer().gather_into(out); },
+                    .check =
+                        [&](std::uint64_t run) {
+                          return check_pieces(b, pieces, out.size(), size, [&](const GatherPiece& p) {
+                            return b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device));
+                          });
+                        }});
 }
 
 // The seed's gather: per call and per device a fresh cudaHostAlloc staging buffer and its copy queued,
@@ -91,53 +105,45 @@ std::vector<std::vector<std::byte>> naive_gather_once(Bench& b, std::size_t size
 }
 
 std::optional<Stats> naive_gather(Bench& b, std::size_t size) {
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    b.fill_sources(run, size, b.all_devices());
-    std::vector<std::vector<std::byte>> results;
-    Sample s;
-    s.seconds = host_seconds([&] { results = naive_gather_once(b, size); });
-    s.wrong = check_results(b, results, run, size);
-    return s;
-  });
+  std::vector<std::vector<std::byte>> results;
+  return b.measure({.prepare = [&](std::uint64_t run) { b.fill_sources(run, size, b.all_devices()); },
+                    .work = [&] { results = naive_gather_once(b, size); },
+                    .check = [&](std::uint64_t run) { return check_results(b, results, run, size); }});
 }
 
 std::optional<Stats> gather_to_device(Bench& b, std::size_t size) {
   const std::size_t capacity = b.devices() * size;
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    prepare_sources(b, run, size);
-    b.poison_device(0, b.gathered(), capacity);
-    b.synchronize();
-    std::vector<GatherPiece> pieces;
-    Sample s;
-    s.seconds = host_seconds([&] { pieces = b.xfer().gather_to_device(0, b.gathered(), capacity); });
-    s.wrong = pieces.size() == b.devices() ? 0 : capacity;
-    for (const GatherPiece& p : pieces) {
-      s.wrong += p.size == size && p.offset + size <= capacity
-                     ? b.check_device(0, b.gathered() + p.offset, size, Bench::seed(run, p.device))
-                     : size;
-    }
-    return s;
-  });
+  std::vector<GatherPiece> pieces;
+  return b.measure({.prepare =
+                        [&](std::uint64_t run) {
+                          prepare_sources(b, run, size);
+                          b.poison_device(0, b.gathered(), capacity);
+                          b.synchronize();
+                        },
+                    .work = [&] { pieces = b.xfer().gather_to_device(0, b.gathered(), capacity); },
+                    .check =
+                        [&](std::uint64_t run) {
+                          return check_pieces(b, pieces, capacity, size, [&](const GatherPiece& p) {
+                            return b.check_device(0, b.gathered() + p.offset, size,
+                                                  Bench::seed(run, p.device));
+                          });
+                        }});
 }
 
 }  // namespace
 
 std::vector<OpSpec> gather_ops() {
-  const std::string all = "size x devices (total bytes moved)";
+  const ByteRule all{"size x devices (total bytes moved)", bytes_all_devices};
   return {
       {.name = "gather",
-       .kind = Kind::gpuxfer,
        .what = "gather_all(): every device's buffer into pooled pinned HostBuffers (steady_clock)",
-       .bytes_rule = all,
-       .bytes = bytes_all_devices,
+       .bytes = all,
        .ceiling = {"ceiling_d2h"},
        .run = gather,
        .target = 0.95},
       {.name = "gather_pageable",
-       .kind = Kind::gpuxfer,
        .what = "gather_into(std::vector): every device's buffer into caller pageable memory (steady_clock)",
-       .bytes_rule = all,
-       .bytes = bytes_all_devices,
+       .bytes = all,
        .ceiling = {"ceiling_d2h"},
        .bound = "ceiling_host_memcpy_t16",
        .run = gather_pageable,
@@ -146,22 +152,18 @@ std::vector<OpSpec> gather_ops() {
        .kind = Kind::naive,
        .what = "the seed's way: fresh cudaHostAlloc staging per call and device, wait device by device, "
                "copy into new std::vectors, cudaFreeHost (steady_clock)",
-       .bytes_rule = all,
-       .bytes = bytes_all_devices,
+       .bytes = all,
        .ceiling = {"ceiling_d2h"},
        .run = naive_gather},
       {.name = "gather_to_device",
-       .kind = Kind::gpuxfer,
        .what = "gather_to_device(0): every device's buffer concatenated in device 0's memory (steady_clock)",
-       .bytes_rule = all,
-       .bytes = bytes_all_devices,
+       .bytes = all,
        .ceiling = {"ceiling_to_device"},
        .run = gather_to_device},
       {.name = "latency_gather_4k",
-       .kind = Kind::gpuxfer,
-       .what = "gather_all() of 4 KiB per device: latency against one raw 4 KiB copy + event per device",
-       .bytes_rule = all,
-       .bytes = bytes_all_devices,
+       .what = "gather_all() of 4 KiB per device: latency against one raw 4 KiB copy + event per device, "
+               "the two interleaved sample by sample; the best of 5 rounds (medians within a round)",
+       .bytes = all,
        .ceiling = {"latency_4k"},
        .fixed_size = latency_bytes,
        .run = latency_gather_4k,

@@ -19,15 +19,18 @@ class HostThreads {
  public:
   /// Starts @p count workers (at least 1).
   explicit HostThreads(std::size_t count);
+  /// Stops the workers and joins them.
   ~HostThreads();
-  HostThreads(const HostThreads&) = delete;
-  HostThreads& operator=(const HostThreads&) = delete;
 
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
 
   /// Runs fn(0) .. fn(parts - 1), each on its own worker, and returns when all have returned;
   /// @p parts is capped at size(). Rethrows the first exception a part threw.
   void run(std::size_t parts, const std::function<void(std::size_t part)>& fn);
+
+  // The workers hold `this`: neither copied nor moved.
+  HostThreads(const HostThreads&) = delete;
+  HostThreads& operator=(const HostThreads&) = delete;
 
  private:
   void work(std::size_t index);

@@ -1,6 +1,7 @@
 #include "ops.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include <nccl.h>
@@ -10,17 +11,9 @@
 namespace gpuxfer::bench {
 
 const char* to_string(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::ceiling:
-      return "ceiling";
-    case Kind::gpuxfer:
-      return "gpuxfer";
-    case Kind::naive:
-      return "naive";
-    case Kind::baseline:
-      return "baseline";
-  }
-  return "?";
+  static constexpr const char* names[] = {"ceiling", "gpuxfer", "naive", "baseline"};  // in Kind's order
+  const auto index = static_cast<std::size_t>(kind);
+  return index < std::size(names) ? names[index] : "?";
 }
 
 std::size_t bytes_all_devices(std::size_t size, std::size_t devices) { return size * devices; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,29 +19,37 @@ enum class Kind { ceiling, gpuxfer, naive, baseline };
 
 [[nodiscard]] const char* to_string(Kind kind) noexcept;
 
+/// How an operation's bytes are counted: in words, and for GB/s at per-device size @p size with
+/// @p devices devices.
+struct ByteRule {
+  std::string text{};
+  std::size_t (*count)(std::size_t size, std::size_t devices) = nullptr;
+};
+
 struct OpSpec {
   std::string name{};
   Kind kind = Kind::gpuxfer;
   /// One line: what one sample times.
   std::string what{};
-  /// How bytes are counted, in words ("size x devices").
-  std::string bytes_rule{};
-  /// Bytes counted for GB/s at per-device @p size with @p devices devices.
-  std::size_t (*bytes)(std::size_t size, std::size_t devices) = nullptr;
+  /// How bytes are counted ("size x devices").
+  ByteRule bytes{};
   /// Operations whose GB/s at the same size is the ceiling (the lowest of them); empty: none.
   std::vector<std::string> ceiling{};
   /// A further limit shown beside the ratio (not in it): the host memcpy rate for pageable paths.
   std::string bound{};
   /// Runs at this size only (latency probes, small buffers); 0: at every size of the run.
   std::size_t fixed_size = 0;
-  /// Why the operation cannot run on this machine, or nullopt.
-  std::optional<std::string> (*waive)(Bench&) = nullptr;
+  /// Why the operation cannot run on this machine, or nullopt; none: it always can.
+  std::function<std::optional<std::string>(Bench&)> waive{};
   /// Measures the operation at per-device @p size; nullopt when it cannot run (see waived_note).
-  std::optional<Stats> (*run)(Bench&, std::size_t size) = nullptr;
+  std::function<std::optional<Stats>(Bench&, std::size_t size)> run{};
   /// Why, when run() returns nullopt.
   std::string waived_note{};
   /// Issue 3's target for ratio = GB/s / ceiling GB/s at the headline size (>=), if any.
   std::optional<double> target{};
+  /// The target instead when one device is under test, where that differs (a broadcast cannot beat the
+  /// one link there).
+  std::optional<double> one_device_target{};
   /// The headline shows time / ceiling time (a latency, which must stay <= target) instead of the ratio.
   bool time_target = false;
 };

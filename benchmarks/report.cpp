@@ -30,10 +30,20 @@ std::string opt(const std::optional<double>& v, int digits) { return v ? fixed(*
 
 json_t opt_json(const std::optional<double>& v) { return v ? json_t(*v) : json_t(); }
 
-std::string target_text(const OpSpec& op) {
-  if (!op.target) return "-";
-  if (op.time_target) return "time <= " + fixed(1.0 / *op.target, 2) + " x";
-  return ">= " + fixed(*op.target, 2);
+// An interleaved measurement's rounds: the baseline's time (the ceiling's) in the round the row reports,
+// and each round's two medians.
+json_t interleaved_json(const Stats& stats) {
+  json_t rounds = json_t::array();
+  for (const Round& r : stats.rounds) {
+    rounds.push_back({{"time_us", r.median_s * 1e6}, {"baseline_us", r.baseline_s * 1e6}});
+  }
+  return {{"baseline_us", stats.baseline_s.value_or(0) * 1e6}, {"pick", "best round"}, {"rounds", rounds}};
+}
+
+std::string target_text(const OpSpec& op, const std::optional<double>& target) {
+  if (!target) return "-";
+  if (op.time_target) return "time <= " + fixed(1.0 / *target, 2) + " x";
+  return ">= " + fixed(*target, 2);
 }
 
 }  // namespace
@@ -93,14 +103,18 @@ void Report::print_header(const OpSpec& op) {
   if (pending_ != &op) return;
   pending_ = nullptr;
   out_ << "#\n# " << op.name << " [" << to_string(op.kind) << "]: " << op.what << '\n';
-  out_ << "#   bytes = " << op.bytes_rule;
+  out_ << "#   bytes = " << op.bytes.text;
   if (!op.ceiling.empty()) out_ << "; ceiling = " << ceiling_name(op);
-  if (op.target) out_ << "; target " << target_text(op);
+  if (const std::optional<double> target = target_of(op)) out_ << "; target " << target_text(op, target);
   out_ << '\n';
   char line[160];
   std::snprintf(line, sizeof line, "# %12s %13s %12s %10s %10s %8s %8s\n", "size", "bytes", "time(us)",
                 "GB/s", "ceiling", "ratio", "#wrong");
   out_ << line;
+}
+
+std::optional<double> Report::target_of(const OpSpec& op) const {
+  return devices_ == 1 && op.one_device_target ? op.one_device_target : op.target;
 }
 
 const Row* Report::find(const std::string& op, std::size_t size) const {
@@ -114,7 +128,7 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   Row row;
   row.op = &op;
   row.size = size;
-  row.bytes = op.bytes(size, devices_);
+  row.bytes = op.bytes.count(size, devices_);
   row.stats = stats;
   row.gbps = stats.median_s > 0 ? static_cast<double>(row.bytes) / stats.median_s / 1e9 : 0;
   if (!op.ceiling.empty()) {
@@ -126,11 +140,12 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
       all = all && ref != nullptr && ref->gbps > 0;
       if (all) lowest = lowest ? std::min(*lowest, ref->gbps) : ref->gbps;
     }
-    if (all && lowest) {
-      row.ceiling = lowest;
-      row.ratio = row.gbps / *lowest;
-    }
+    if (all && lowest) row.ceiling = lowest;
   }
+  // Measured interleaved with its own raw baseline: that is the ceiling, not the ceiling op's own row.
+  if (stats.baseline_s && *stats.baseline_s > 0)
+    row.ceiling = static_cast<double>(row.bytes) / *stats.baseline_s / 1e9;
+  if (row.ceiling) row.ratio = row.gbps / *row.ceiling;
   if (!op.bound.empty()) {
     if (const Row* b = find(op.bound, size)) row.bound = b->gbps;
   }
@@ -182,11 +197,14 @@ void Report::end(const OpSpec& op) {
   out_ << format_bytes(r->size) << (op.fixed_size != 0 ? "" : " per device") << ": " << fixed(r->gbps, 2)
        << " GB/s, " << fixed(r->stats.median_s * 1e6, 2) << " us";
   if (r->ratio) {
-    out_ << " = " << fixed(*r->ratio, 3) << " x " << r->ceiling_op << " (" << fixed(*r->ceiling, 2)
-         << " GB/s)";
-    if (op.target) {
-      const bool met = *r->ratio >= *op.target;
-      out_ << ", target " << target_text(op)
+    out_ << " = " << fixed(*r->ratio, 3) << " x " << r->ceiling_op
+         << (r->stats.baseline_s
+                 ? " interleaved, best of " + std::to_string(r->stats.rounds.size()) + " rounds"
+                 : "")
+         << " (" << fixed(*r->ceiling, 2) << " GB/s)";
+    if (const std::optional<double> target = target_of(op)) {
+      const bool met = *r->ratio >= *target;
+      out_ << ", target " << target_text(op, target)
            << (op.time_target ? " (" + fixed(1.0 / *r->ratio, 2) + " x)" : "") << ": "
            << (met ? "met" : "BELOW");
     }
@@ -207,11 +225,12 @@ void Report::finish() {
     const bool waived =
         std::any_of(waived_.begin(), waived_.end(), [&](const auto& w) { return w.first == op->name; });
     std::string status = waived ? "waived" : "no result";
-    if (r != nullptr && r->ratio && op->target) status = *r->ratio >= *op->target ? "met" : "BELOW";
-    if (r != nullptr && r->ratio && !op->target) status = "";
+    const std::optional<double> target = target_of(*op);
+    if (r != nullptr && r->ratio && target) status = *r->ratio >= *target ? "met" : "BELOW";
+    if (r != nullptr && r->ratio && !target) status = "";
     std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", op->name.c_str(),
                   opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(), ceiling_name(*op).c_str(),
-                  target_text(*op).c_str(), status.c_str());
+                  target_text(*op, target).c_str(), status.c_str());
     out_ << line;
   }
   const bool ok = wrong_ == 0 && failures_ == 0;
@@ -231,7 +250,7 @@ json_t Report::headline_json() const {
                 {"gbps", nullptr},
                 {"ceiling", nullptr},
                 {"ratio", nullptr},
-                {"target", opt_json(op->target)},
+                {"target", opt_json(target_of(*op))},
                 {"met", nullptr}};
     if (r != nullptr) {
       e["gbps"] = r->gbps;
@@ -240,10 +259,10 @@ json_t Report::headline_json() const {
     if (r != nullptr && r->ratio) {
       const double ratio = r->ratio.value();
       e["ratio"] = ratio;
-      if (op->target) e["met"] = ratio >= op->target.value();
+      if (target_of(*op)) e["met"] = ratio >= target_of(*op).value();
       if (op->time_target) e["time_x"] = 1.0 / ratio;
     }
-    if (op->time_target && op->target) e["time_target"] = 1.0 / op->target.value();
+    if (op->time_target && target_of(*op)) e["time_target"] = 1.0 / target_of(*op).value();
     ratios[op->name] = e["ratio"];
     entries.push_back(std::move(e));
   }
@@ -273,7 +292,7 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
     if (r.op->kind == Kind::ceiling) {
       json_t& c = ceilings[r.op->name];
       if (c.is_null())
-        c = {{"what", r.op->what}, {"bytes_rule", r.op->bytes_rule}, {"rows", json_t::array()}};
+        c = {{"what", r.op->what}, {"bytes_rule", r.op->bytes.text}, {"rows", json_t::array()}};
       c["rows"].push_back({{"size", r.size},
                            {"bytes", r.bytes},
                            {"time_us", us},
@@ -296,6 +315,7 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
                        {"bound_op", r.op->bound.empty() ? json_t() : json_t(r.op->bound)},
                        {"wrong", r.stats.wrong},
                        {"samples", r.stats.samples}});
+    if (r.stats.baseline_s) results.back()["interleaved"] = interleaved_json(r.stats);
   }
   json_t waived = json_t::array();
   for (const auto& [op, why] : waived_) waived.push_back({{"op", op}, {"why", why}});

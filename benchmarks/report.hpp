@@ -70,12 +70,16 @@ class Report {
   ///               "iters", "warmup", "sizes"},
   ///    "ceilings": {name: {"what", "bytes_rule", "rows": [{"size", "bytes", "time_us", "gbps", "wrong"}]}},
   ///    "results": [{"op", "kind", "size", "bytes", "time_us", "min_us", "max_us", "gbps", "ceiling",
-  ///                 "ceiling_op", "ratio", "bound", "bound_op", "wrong", "samples"}],
+  ///                 "ceiling_op", "ratio", "bound", "bound_op", "wrong", "samples",
+  ///                 ("interleaved": {"baseline_us", "pick", "rounds": [{"time_us", "baseline_us"}]})}],
   ///    "waived": [{"op", "why"}], "failed": [{"op", "what"}],
   ///    "headline": {"size", "ratios": {op: ratio}, "entries": [{"op", "vs", "size", "gbps",
   ///                 "ceiling", "ratio", "target", "met", ("time_x", "time_target")}]},
   ///    "wrong": total wrong bytes}
   /// "results" holds every operation that is not a ceiling; null where a value does not exist.
+  /// "interleaved" is there for an operation timed sample by sample against its raw baseline
+  /// (measure_interleaved): its time_us and ceiling come from the round it picks, not from the ceiling
+  /// op's own row.
   [[nodiscard]] nlohmann::ordered_json json(const RunnerInfo& info, const BenchOptions& options) const;
 
   [[nodiscard]] std::size_t wrong() const noexcept { return wrong_; }
@@ -84,6 +88,8 @@ class Report {
  private:
   void print_header(const OpSpec& op);
   [[nodiscard]] const Row* find(const std::string& op, std::size_t size) const;
+  /// @p op's target with this run's device count (OpSpec::one_device_target on one device).
+  [[nodiscard]] std::optional<double> target_of(const OpSpec& op) const;
   [[nodiscard]] std::size_t headline_size() const;
   [[nodiscard]] const Row* headline_row(const OpSpec& op) const;
   [[nodiscard]] nlohmann::ordered_json headline_json() const;

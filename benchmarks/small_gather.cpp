@@ -1,158 +1,145 @@
-#include "small_gather.hpp"
+// Many small buffers per device (1000 x 4 KiB): what a batched gather must beat. The pieces sit 8 KiB
+// apart in one arena per device, so no two are contiguous and no copy can cover two of them.
+#include <memory>
 
 #include "ops.hpp"
+#include "raw_copies.hpp"
 
 namespace gpuxfer::bench {
-
-std::optional<Sample> run_small_gather_gpuxfer(Bench& b, SmallGatherSetup& setup, std::uint64_t run) {
-  // Built before the clock starts: a caller holds its list of slices already.
-  std::vector<DeviceSlice> slices;
-  slices.reserve(b.devices() * SmallGatherSetup::count);
-  for (std::size_t d = 0; d < b.devices(); ++d) {
-    for (std::size_t k = 0; k < SmallGatherSetup::count; ++k) {
-      slices.push_back({d, setup.source(d, k), SmallGatherSetup::piece});
-    }
-  }
-  std::size_t written = 0;
-  Sample s;
-  s.seconds = host_seconds([&] { written = b.xfer().gather_slices(slices, setup.out.span()); });
-  s.wrong = check_small_gather(b, setup, run);
-  if (written != setup.out.size()) s.wrong += setup.out.size();
-  return s;
-}
-
-SmallGatherSetup make_small_gather(Bench& b) {
-  SmallGatherSetup setup;
-  for (std::size_t d = 0; d < b.devices(); ++d) {
-    setup.arenas.emplace_back(b.ordinal(d), SmallGatherSetup::count * SmallGatherSetup::stride);
-  }
-  setup.out = PinnedMemory(b.devices() * SmallGatherSetup::count * SmallGatherSetup::piece);
-  return setup;
-}
-
-void prepare_small_gather(Bench& b, SmallGatherSetup& setup, std::uint64_t run) {
-  for (std::size_t d = 0; d < b.devices(); ++d) {
-    b.fill_device(d, setup.arenas[d].get(), setup.arenas[d].size(), Bench::seed(run, d));
-  }
-  parallel_poison(b.threads(), setup.out.span());
-  b.synchronize();
-}
-
-std::size_t check_small_gather(Bench& b, const SmallGatherSetup& setup, std::uint64_t run) {
-  std::size_t wrong = 0;
-  for (std::size_t d = 0; d < b.devices(); ++d) {
-    for (std::size_t k = 0; k < SmallGatherSetup::count; ++k) {
-      const std::span<const std::byte> got(setup.target(d, k), SmallGatherSetup::piece);
-      wrong += b.check_host(got, Bench::seed(run, d), k * SmallGatherSetup::stride);
-    }
-  }
-  return wrong;
-}
-
 namespace {
 
-constexpr std::size_t all_pieces_bytes(std::size_t /*size*/, std::size_t devices) {
-  return devices * SmallGatherSetup::count * SmallGatherSetup::piece;
-}
+constexpr std::size_t count = 1000;   // pieces per device
+constexpr std::size_t piece = 4096;   // bytes per piece
+constexpr std::size_t stride = 8192;  // bytes from one piece's start to the next in the arena
 
-// One cudaMemcpyAsync per piece, each device on its own stream, an event per device, wait for all.
-std::optional<Stats> small_gather_baseline(Bench& b, std::size_t) {
-  SmallGatherSetup setup = make_small_gather(b);
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    prepare_small_gather(b, setup, run);
-    Sample s;
-    s.seconds = host_seconds([&] {
-      for (std::size_t d = 0; d < b.devices(); ++d) {
-        DeviceGuard guard(b.ordinal(d));
-        for (std::size_t k = 0; k < SmallGatherSetup::count; ++k) {
-          cuda_check(cudaMemcpyAsync(setup.target(d, k), setup.source(d, k), SmallGatherSetup::piece,
-                                     cudaMemcpyDeviceToHost, b.stream(d)),
-                     "cudaMemcpyAsync D2H");
-        }
-        cuda_check(cudaEventRecord(b.done_event(d), b.stream(d)), "cudaEventRecord");
+// The arenas, the output, and the three ways of moving every piece of every device into the output.
+class SmallGather {
+ public:
+  explicit SmallGather(Bench& b)
+      : b_(b),
+        out_(b.devices() * count * piece),
+        dsts_(b.devices()),
+        srcs_(b.devices()),
+        sizes_(count, piece) {
+    for (std::size_t d = 0; d < b.devices(); ++d) arenas_.emplace_back(b.ordinal(d), count * stride);
+    for (std::size_t d = 0; d < b.devices(); ++d) {
+      for (std::size_t k = 0; k < count; ++k) {
+        copies_.push_back({{source(d, k), d}, {target(d, k)}, piece, d, d});
+        slices_.push_back({d, source(d, k), piece});
+        dsts_[d].push_back(target(d, k));
+        srcs_[d].push_back(source(d, k));
       }
-      for (std::size_t d = 0; d < b.devices(); ++d) {
-        cuda_check(cudaEventSynchronize(b.done_event(d)), "cudaEventSynchronize");
-      }
-    });
-    s.wrong = check_small_gather(b, setup, run);
-    return s;
-  });
-}
-
-// One cudaMemcpyBatchAsync of every piece per device: the best the runtime offers without packing.
-std::optional<Stats> small_gather_batch(Bench& b, std::size_t) {
-  SmallGatherSetup setup = make_small_gather(b);
-  std::vector<std::vector<void*>> dsts(b.devices());
-  std::vector<std::vector<const void*>> srcs(b.devices());
-  for (std::size_t d = 0; d < b.devices(); ++d) {
-    for (std::size_t k = 0; k < SmallGatherSetup::count; ++k) {
-      dsts[d].push_back(setup.target(d, k));
-      srcs[d].push_back(setup.source(d, k));
     }
   }
-  const std::vector<std::size_t> sizes(SmallGatherSetup::count, SmallGatherSetup::piece);
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    prepare_small_gather(b, setup, run);
-    Sample s;
-    s.seconds = host_seconds([&] {
-      for (std::size_t d = 0; d < b.devices(); ++d) {
-        DeviceGuard guard(b.ordinal(d));
-        cudaMemcpyAttributes attrs{};
-        attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        std::size_t attrs_index = 0;
-        cuda_check(cudaMemcpyBatchAsync(dsts[d].data(), srcs[d].data(), sizes.data(), SmallGatherSetup::count,
-                                        &attrs, &attrs_index, 1, b.stream(d)),
-                   "cudaMemcpyBatchAsync");
-        cuda_check(cudaEventRecord(b.done_event(d), b.stream(d)), "cudaEventRecord");
+
+  // Every arena filled with its device's pattern for @p run, the output poisoned, waited for.
+  void prepare(std::uint64_t run) {
+    for (std::size_t d = 0; d < b_.devices(); ++d) {
+      b_.fill_device(d, arenas_[d].get(), arenas_[d].size(), Bench::seed(run, d));
+    }
+    parallel_poison(b_.threads(), out_.span());
+    b_.synchronize();
+  }
+
+  // Bytes of the output that differ from what the pieces of run @p run hold; all of them when
+  // gather_slices said it wrote less.
+  [[nodiscard]] std::size_t check(std::uint64_t run) {
+    std::size_t wrong = unwritten_;
+    for (std::size_t d = 0; d < b_.devices(); ++d) {
+      for (std::size_t k = 0; k < count; ++k) {
+        wrong += b_.check_host({target(d, k), piece}, Bench::seed(run, d), k * stride);
       }
-      for (std::size_t d = 0; d < b.devices(); ++d) {
-        cuda_check(cudaEventSynchronize(b.done_event(d)), "cudaEventSynchronize");
-      }
-    });
-    s.wrong = check_small_gather(b, setup, run);
-    return s;
-  });
+    }
+    return wrong;
+  }
+
+  // One cudaMemcpyAsync per piece, each device on its own stream, an event per device, wait for all.
+  void one_copy_each() {
+    enqueue_copies(b_, copies_, true);
+    b_.wait_done(b_.all_devices());
+  }
+
+  // One cudaMemcpyBatchAsync of every piece per device: the best the runtime offers without packing.
+  void one_batch_each() {
+    for (std::size_t d = 0; d < b_.devices(); ++d) {
+      DeviceGuard guard(b_.ordinal(d));
+      cudaMemcpyAttributes attrs{};
+      attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      std::size_t attrs_index = 0;
+      cuda_check(cudaMemcpyBatchAsync(dsts_[d].data(), srcs_[d].data(), sizes_.data(), count, &attrs,
+                                      &attrs_index, 1, b_.stream(d)),
+                 "cudaMemcpyBatchAsync");
+      cuda_check(cudaEventRecord(b_.done_event(d), b_.stream(d)), "cudaEventRecord");
+    }
+    b_.wait_done(b_.all_devices());
+  }
+
+  // gpuxfer: one blocking gather_slices call; the slices are built beforehand (a caller holds its list).
+  void gather_slices() {
+    const std::size_t written = b_.xfer().gather_slices(slices_, out_.span());
+    unwritten_ = written == out_.size() ? 0 : out_.size();
+  }
+
+ private:
+  [[nodiscard]] std::byte* source(std::size_t d, std::size_t k) const noexcept {
+    return arenas_[d].get() + k * stride;
+  }
+  // Device-major, then piece order.
+  [[nodiscard]] std::byte* target(std::size_t d, std::size_t k) const noexcept {
+    return out_.data() + (d * count + k) * piece;
+  }
+
+  Bench& b_;
+  std::vector<DeviceMemory> arenas_;
+  PinnedMemory out_;
+  std::vector<RawCopy> copies_;           // one per piece: the baseline
+  std::vector<DeviceSlice> slices_;       // one per piece: gather_slices
+  std::vector<std::vector<void*>> dsts_;  // per device, per piece: cudaMemcpyBatchAsync
+  std::vector<std::vector<const void*>> srcs_;
+  std::vector<std::size_t> sizes_;
+  std::size_t unwritten_ = 0;
+};
+
+constexpr std::size_t all_pieces_bytes(std::size_t /*size*/, std::size_t devices) {
+  return devices * count * piece;
 }
 
-std::optional<Stats> small_gather(Bench& b, std::size_t) {
-  SmallGatherSetup setup = make_small_gather(b);
-  return b.measure([&](std::uint64_t run) -> std::optional<Sample> {
-    prepare_small_gather(b, setup, run);
-    return run_small_gather_gpuxfer(b, setup, run);
-  });
+// One way of moving the pieces (a member of SmallGather), measured over a fresh set of arenas; against
+// the baseline (one copy per piece) unless it is the baseline.
+OpSpec small_op(const char* name, Kind kind, std::string what, void (SmallGather::*work)(),
+                std::optional<double> target) {
+  const bool baseline = work == &SmallGather::one_copy_each;
+  return {
+      .name = name,
+      .kind = kind,
+      .what = std::move(what),
+      .bytes = {"devices x 1000 x 4 KiB", all_pieces_bytes},
+      .ceiling = baseline ? std::vector<std::string>{} : std::vector<std::string>{"small_gather_baseline"},
+      .fixed_size = piece,
+      .run =
+          [work](Bench& b, std::size_t) {
+            auto g = std::make_shared<SmallGather>(b);
+            return b.measure({.prepare = [g](std::uint64_t run) { g->prepare(run); },
+                              .work = [g, work] { ((*g).*work)(); },
+                              .check = [g](std::uint64_t run) { return g->check(run); }});
+          },
+      .target = target};
 }
 
 }  // namespace
 
 std::vector<OpSpec> small_gather_ops() {
-  const std::string rule = "devices x 1000 x 4 KiB";
   return {
-      {.name = "small_gather_baseline",
-       .kind = Kind::baseline,
-       .what = "1000 x 4 KiB pieces per device to pinned memory, one cudaMemcpyAsync each (steady_clock)",
-       .bytes_rule = rule,
-       .bytes = all_pieces_bytes,
-       .fixed_size = SmallGatherSetup::piece,
-       .run = small_gather_baseline},
-      {.name = "small_gather_batch",
-       .kind = Kind::baseline,
-       .what = "the same with one cudaMemcpyBatchAsync per device; ratio = speedup over the baseline",
-       .bytes_rule = rule,
-       .bytes = all_pieces_bytes,
-       .ceiling = {"small_gather_baseline"},
-       .fixed_size = SmallGatherSetup::piece,
-       .run = small_gather_batch},
-      {.name = "small_gather",
-       .kind = Kind::gpuxfer,
-       .what = "gather_slices() of the same pieces into the same pinned output; ratio = speedup over the "
-               "baseline",
-       .bytes_rule = rule,
-       .bytes = all_pieces_bytes,
-       .ceiling = {"small_gather_baseline"},
-       .fixed_size = SmallGatherSetup::piece,
-       .run = small_gather,
-       .target = 5.0},
+      small_op("small_gather_baseline", Kind::baseline,
+               "1000 x 4 KiB pieces per device to pinned memory, one cudaMemcpyAsync each (steady_clock)",
+               &SmallGather::one_copy_each, std::nullopt),
+      small_op("small_gather_batch", Kind::baseline,
+               "the same with one cudaMemcpyBatchAsync per device; ratio = speedup over the baseline",
+               &SmallGather::one_batch_each, std::nullopt),
+      small_op(
+          "small_gather", Kind::gpuxfer,
+          "gather_slices() of the same pieces into the same pinned output; ratio = speedup over the baseline",
+          &SmallGather::gather_slices, 5.0),
   };
 }
 

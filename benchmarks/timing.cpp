@@ -19,6 +19,15 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+// Median, min, max and count of @p times into @p stats (unchanged when there are none).
+void summarize(std::vector<double> times, Stats& stats) {
+  if (times.empty()) return;
+  stats.samples = static_cast<int>(times.size());
+  stats.min_s = *std::min_element(times.begin(), times.end());
+  stats.max_s = *std::max_element(times.begin(), times.end());
+  stats.median_s = median_of(std::move(times));
+}
+
 }  // namespace
 
 std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters, std::uint64_t& next_run,
@@ -32,11 +41,41 @@ std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters, std:
     stats.wrong += s->wrong;
     if (i >= warmup) times.push_back(s->seconds);
   }
-  if (times.empty()) return stats;
-  stats.samples = static_cast<int>(times.size());
-  stats.min_s = *std::min_element(times.begin(), times.end());
-  stats.max_s = *std::max_element(times.begin(), times.end());
-  stats.median_s = median_of(std::move(times));
+  summarize(std::move(times), stats);
+  return stats;
+}
+
+std::optional<Stats> measure_interleaved(const SampleFn& baseline, const SampleFn& sample, int warmup,
+                                         int rounds, int per_round, std::uint64_t& next_run,
+                                         const std::function<void(bool)>& phase) {
+  Stats stats;
+  std::vector<double> all;
+  std::vector<double> ours;
+  std::vector<double> theirs;
+  for (int i = 0; i < warmup + rounds * per_round; ++i) {
+    if (phase && (i == 0 || i == warmup)) phase(i >= warmup);
+    const std::optional<Sample> b = baseline(next_run++);
+    const std::optional<Sample> s = b ? sample(next_run++) : std::nullopt;
+    if (!s) return std::nullopt;
+    stats.wrong += b->wrong + s->wrong;
+    if (i < warmup) continue;
+    theirs.push_back(b->seconds);
+    ours.push_back(s->seconds);
+    all.push_back(s->seconds);
+    if (ours.size() == static_cast<std::size_t>(per_round)) {
+      stats.rounds.push_back({median_of(std::move(ours)), median_of(std::move(theirs))});
+      ours.clear();
+      theirs.clear();
+    }
+  }
+  summarize(std::move(all), stats);
+  const auto ratio = [](const Round& r) { return r.baseline_s > 0 ? r.median_s / r.baseline_s : 0; };
+  const auto best = std::min_element(stats.rounds.begin(), stats.rounds.end(),
+                                     [&](const Round& a, const Round& b) { return ratio(a) < ratio(b); });
+  if (best != stats.rounds.end()) {
+    stats.median_s = best->median_s;
+    stats.baseline_s = best->baseline_s;
+  }
   return stats;
 }
 

@@ -22,6 +22,12 @@ struct Sample {
   std::size_t wrong = 0;
 };
 
+/// One round of an interleaved measurement: the medians of the operation's samples and of its baseline's.
+struct Round {
+  double median_s = 0;
+  double baseline_s = 0;
+};
+
 /// The samples of one operation at one size. Warm-up samples count in #wrong but not in the times.
 struct Stats {
   double median_s = 0;
@@ -29,6 +35,10 @@ struct Stats {
   double max_s = 0;
   std::size_t wrong = 0;
   int samples = 0;
+  /// Set by measure_interleaved: the baseline's median in the round that median_s comes from (the
+  /// operation's ceiling is then this, not another operation's row), and every round's two medians.
+  std::optional<double> baseline_s{};
+  std::vector<Round> rounds{};
 };
 
 /// One sample for run number @p run (the seed of its data patterns); nullopt when the operation cannot
@@ -42,6 +52,17 @@ using SampleFn = std::function<std::optional<Sample>(std::uint64_t run)>;
 [[nodiscard]] std::optional<Stats> measure(const SampleFn& sample, int warmup, int iters,
                                            std::uint64_t& next_run,
                                            const std::function<void(bool timed)>& phase = {});
+
+/// @p sample interleaved with @p baseline, its raw baseline: after @p warmup untimed pairs, @p rounds rounds
+/// of @p per_round pairs (a baseline sample, then one of the operation). Each round gives the two
+/// medians; the result is the round with the lowest ratio (operation / baseline): noise only ever adds
+/// time, to either side, so the least disturbed round is the best estimate of the ratio, and the medians
+/// inside a round keep one stray sample from choosing it. min_s and max_s span every round; #wrong
+/// counts the baseline's samples too. nullopt when either says it cannot run.
+[[nodiscard]] std::optional<Stats> measure_interleaved(const SampleFn& baseline, const SampleFn& sample,
+                                                       int warmup, int rounds, int per_round,
+                                                       std::uint64_t& next_run,
+                                                       const std::function<void(bool timed)>& phase = {});
 
 /// Seconds that @p fn takes, by steady_clock.
 template <class Fn>

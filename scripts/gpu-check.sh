@@ -170,9 +170,9 @@ if ((run_default)); then
     while IFS= read -r line; do summary+=("  $line"); done < <(
       sed -n '/^# headline/,$p' "$logs/bench.log" | grep -v '^\s*$')
     ((bench_rc == 0)) || failures+=("bench")
-    # A headline ratio clearly below its floor (benchmarks/floors.json) is a regression: fail at once.
+    # A headline ratio clearly below its floor (benchmarks/data/floors.json) is a regression: fail at once.
     if [[ -s $logs/bench.json ]] && ((bench_rc == 0)); then
-      floors=$(python3 benchmarks/perf_report.py "$logs/bench.json" --floors benchmarks/floors.json 2>&1)
+      floors=$(python3 benchmarks/python/perf_report.py "$logs/bench.json" --floors benchmarks/data/floors.json 2>&1)
       floors_rc=$?
       while IFS= read -r line; do summary+=("  $line"); done <<<"$floors"
       ((floors_rc == 0)) || failures+=("perf floors")

@@ -4,7 +4,7 @@ per device (log2 axis), with lines for gpuxfer, its ceiling (measured in the sam
 naive way where present. Operations measured at one size only (4 KiB latency, 1000 small buffers) get a
 bar chart of their times instead. Also prints gpuxfer against PyTorch at the headline size.
 
-    python3 benchmarks/plot.py bench.json torch.json -o docs/plots
+    python3 benchmarks/python/plot.py bench.json torch.json -o docs/plots
 """
 
 import argparse

@@ -1,0 +1,101 @@
+#include "raw_copies.hpp"
+
+#include <algorithm>
+
+namespace gpuxfer::bench {
+
+void prepare_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run) {
+  for (const RawCopy& c : copies) {
+    const std::uint64_t seed = Bench::seed(run, c.pattern);
+    if (c.from.device) {
+      b.fill_device(*c.from.device, c.from.ptr, c.bytes, seed);
+    } else {
+      parallel_fill(b.threads(), {c.from.ptr, c.bytes}, seed);
+    }
+    if (c.to.device) {
+      b.poison_device(*c.to.device, c.to.ptr, c.bytes);
+    } else {
+      parallel_poison(b.threads(), {c.to.ptr, c.bytes});
+    }
+  }
+  b.synchronize();
+}
+
+void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done) {
+  std::optional<DeviceGuard> guard;
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const RawCopy& c = copies[i];
+    if (i == 0 || copies[i - 1].stream != c.stream) guard.emplace(b.ordinal(c.stream));
+    const cudaStream_t stream = b.stream(c.stream);
+    if (c.from.device && c.to.device) {
+      cuda_check(cudaMemcpyPeerAsync(c.to.ptr, b.ordinal(*c.to.device), c.from.ptr, b.ordinal(*c.from.device),
+                                     c.bytes, stream),
+                 "cudaMemcpyPeerAsync");
+    } else {
+      cuda_check(cudaMemcpyAsync(c.to.ptr, c.from.ptr, c.bytes,
+                                 c.to.device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream),
+                 c.to.device ? "cudaMemcpyAsync H2D" : "cudaMemcpyAsync D2H");
+    }
+    const bool last_of_stream = i + 1 == copies.size() || copies[i + 1].stream != c.stream;
+    if (record_done && last_of_stream)
+      cuda_check(cudaEventRecord(b.done_event(c.stream), stream), "cudaEventRecord");
+  }
+}
+
+std::size_t check_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run) {
+  std::size_t wrong = 0;
+  for (const RawCopy& c : copies) {
+    const std::uint64_t seed = Bench::seed(run, c.pattern);
+    wrong += c.to.device ? b.check_device(*c.to.device, c.to.ptr, c.bytes, seed)
+                         : b.check_host({c.to.ptr, c.bytes}, seed);
+  }
+  return wrong;
+}
+
+std::vector<std::size_t> stream_devices(const std::vector<RawCopy>& copies) {
+  std::vector<std::size_t> devices;
+  for (const RawCopy& c : copies) {
+    if (std::find(devices.begin(), devices.end(), c.stream) == devices.end()) devices.push_back(c.stream);
+  }
+  return devices;
+}
+
+Case gated_copies(Bench& b, std::vector<RawCopy> copies) {
+  std::vector<std::size_t> devices = stream_devices(copies);
+  return {.prepare = [&b, copies](std::uint64_t run) { prepare_copies(b, copies, run); },
+          .work = [&b, copies] { enqueue_copies(b, copies, false); },
+          .check = [&b, copies](std::uint64_t run) { return check_copies(b, copies, run); },
+          .gated = std::move(devices)};
+}
+
+Case latency_case(Bench& b, std::vector<RawCopy> copies) {
+  const std::vector<std::size_t> devices = stream_devices(copies);
+  return {.prepare = [&b, copies](std::uint64_t run) { prepare_copies(b, copies, run); },
+          .work =
+              [&b, copies, devices] {
+                enqueue_copies(b, copies, true);
+                b.wait_done(devices);
+              },
+          .check = [&b, copies](std::uint64_t run) { return check_copies(b, copies, run); },
+          .min_iters = latency_iters};
+}
+
+std::vector<RawCopy> d2h_copies(Bench& b, const std::vector<std::size_t>& devices, std::size_t size) {
+  std::vector<RawCopy> copies;
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const std::size_t d = devices[k];
+    copies.push_back({{b.src(d), d}, {b.host_pinned().data() + k * size}, size, d, d});
+  }
+  return copies;
+}
+
+std::vector<RawCopy> h2d_copies(Bench& b, const std::vector<std::size_t>& devices, std::size_t size) {
+  std::vector<RawCopy> copies;
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const std::size_t d = devices[k];
+    copies.push_back({{b.host_pinned().data() + k * size}, {b.dst(d), d}, size, d, d});
+  }
+  return copies;
+}
+
+}  // namespace gpuxfer::bench

@@ -1,0 +1,67 @@
+// Raw copies, the bench's baselines: a list of cudaMemcpyAsync / cudaMemcpyPeerAsync calls on the bench's
+// own streams, with what every sample does around them (pattern in, destination poisoned, data checked).
+// The copy ceilings time them with events behind the spin gate; the latency probes with steady_clock
+// around queueing them and waiting for an event per device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace gpuxfer::bench {
+
+/// The size of the latency probes, and their samples (more than --iters: they are cheap and noisy).
+inline constexpr std::size_t latency_bytes = 4096;
+inline constexpr int latency_iters = 50;
+/// latency_gather_4k's rounds: latency_iters pairs (raw baseline, gather) in this many rounds.
+inline constexpr int latency_rounds = 5;
+
+/// Where a raw copy reads or writes: memory of device index `device`, or pinned host memory.
+struct Place {
+  std::byte* ptr = nullptr;
+  std::optional<std::size_t> device{};  ///< nullopt: pinned host memory
+};
+
+/// One raw copy of @p bytes, queued on the bench stream of device index `stream`; its data is the
+/// pattern Bench::seed(run, pattern) from offset 0.
+struct RawCopy {
+  Place from;
+  Place to;
+  std::size_t bytes = 0;
+  std::size_t stream = 0;
+  std::size_t pattern = 0;
+};
+
+/// Fills every source with its pattern, poisons every destination, waits.
+void prepare_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run);
+
+/// Queues every copy on its stream (device to device: cudaMemcpyPeerAsync; else cudaMemcpyAsync),
+/// switching devices only between streams of different devices; with @p record_done, records
+/// done_event(d) after the last copy of each device d.
+void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done);
+
+/// Bytes of every destination that differ from its pattern. Blocks.
+[[nodiscard]] std::size_t check_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run);
+
+/// The device indices whose streams carry @p copies, each once, in order.
+[[nodiscard]] std::vector<std::size_t> stream_devices(const std::vector<RawCopy>& copies);
+
+/// A ceiling's case: @p copies timed with events behind the spin gate.
+[[nodiscard]] Case gated_copies(Bench& b, std::vector<RawCopy> copies);
+
+/// A latency probe's case: steady_clock around queueing @p copies and waiting for an event per device
+/// (latency_iters samples at least): the least a blocking call that makes these copies can cost.
+[[nodiscard]] Case latency_case(Bench& b, std::vector<RawCopy> copies);
+
+/// src(d) of every device in @p devices into its slice k of host_pinned() (k: its place in the list).
+[[nodiscard]] std::vector<RawCopy> d2h_copies(Bench& b, const std::vector<std::size_t>& devices,
+                                              std::size_t size);
+
+/// Slice k of host_pinned() into dst(d) of every device d in @p devices.
+[[nodiscard]] std::vector<RawCopy> h2d_copies(Bench& b, const std::vector<std::size_t>& devices,
+                                              std::size_t size);
+
+}  // namespace gpuxfer::bench

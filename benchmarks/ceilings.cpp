@@ -1,6 +1,10 @@
 // The ceilings, measured in the same run as gpuxfer's numbers: raw cudaMemcpyAsync / cudaMemcpyPeerAsync /
 // ncclBroadcast on the bench's own streams, timed with events behind the spin gate, and the host's own
 // memcpy and launch latency, timed with steady_clock. Their data is verified like everything else.
+#include <algorithm>
+#include <thread>
+
+#include "memory/streaming_copy.hpp"
 #include "ops.hpp"
 #include "raw_copies.hpp"
 
@@ -105,17 +109,25 @@ std::optional<Stats> nccl_bcast(Bench& b, std::size_t size) {
                     .gated = devices});
 }
 
-// memcpy of size x devices bytes from pageable to pinned memory on @p threads threads: what bounds every
-// path that touches pageable memory.
-OpSpec host_memcpy_ceiling(std::size_t threads) {
+// The streaming-store copy runs on 8 and 16 threads and on every core: the library's host_threads is
+// chosen from these.
+std::vector<std::size_t> stream_thread_counts() {
+  std::vector<std::size_t> counts{8, 16};
+  if (const std::size_t all = all_cores(); all != 8 && all != 16) counts.push_back(all);
+  return counts;
+}
+
+// memcpy of size x devices bytes from pageable to pinned memory on @p threads threads, libc's or with the
+// library's streaming stores: what bounds every path that touches pageable memory.
+OpSpec host_memcpy_ceiling(std::size_t threads, bool streaming) {
   const std::string n = std::to_string(threads);
   return {
-      .name = "ceiling_host_memcpy_t" + n,
+      .name = std::string(streaming ? "ceiling_host_stream_t" : "ceiling_host_memcpy_t") + n,
       .kind = Kind::ceiling,
-      .what = "host memcpy pageable -> pinned, " + n + (threads == 1 ? " thread" : " threads") +
-              " (steady_clock)",
+      .what = std::string(streaming ? "host copy with streaming stores (" + std::string(detail::to_string(detail::copy_kernel())) + ")" : "host memcpy (libc)") +
+              " pageable -> pinned, " + n + (threads == 1 ? " thread" : " threads") + " (steady_clock)",
       .bytes = all,
-      .run = [threads](Bench& b, std::size_t size) {
+      .run = [threads, streaming](Bench& b, std::size_t size) {
         const std::size_t bytes = b.devices() * size;
         const std::span<std::byte> from = b.host_pageable().first(bytes);
         const std::span<std::byte> to = b.host_pinned().first(bytes);
@@ -124,12 +136,16 @@ OpSpec host_memcpy_ceiling(std::size_t threads) {
                                 parallel_fill(b.threads(), from, Bench::seed(run, 0));
                                 parallel_poison(b.threads(), to);
                               },
-                          .work = [&] { parallel_copy(b.threads(), threads, to.data(), from.data(), bytes); },
+                          .work = [&] { parallel_copy(b.threads(), threads, streaming, to.data(), from.data(), bytes); },
                           .check = [&](std::uint64_t run) { return b.check_host(to, Bench::seed(run, 0)); }});
       }};
 }
 
 }  // namespace
+
+std::size_t all_cores() { return std::max<std::size_t>(1, std::thread::hardware_concurrency()); }
+
+std::string stream_bound_op() { return "ceiling_host_stream_t" + std::to_string(all_cores()); }
 
 std::vector<OpSpec> ceiling_ops() {
   std::vector<OpSpec> ops;
@@ -143,7 +159,8 @@ std::vector<OpSpec> ceiling_ops() {
        .bytes = payload,
        .waive = needs_nccl,
        .run = nccl_bcast});
-  for (const std::size_t threads : {1, 8, 16}) ops.push_back(host_memcpy_ceiling(threads));
+  for (const std::size_t threads : {1, 8, 16}) ops.push_back(host_memcpy_ceiling(threads, false));
+  for (const std::size_t threads : stream_thread_counts()) ops.push_back(host_memcpy_ceiling(threads, true));
   for (const CopyCeiling& c : copy_ceilings) {
     if (c.clock == Clock::latency) ops.push_back(copy_ceiling(c));
   }

@@ -6,6 +6,8 @@
 
 #include <gpuxfer/pattern.hpp>
 
+#include "memory/streaming_copy.hpp"
+
 namespace gpuxfer::bench {
 namespace {
 
@@ -78,12 +80,16 @@ Range split(std::size_t bytes, std::size_t parts, std::size_t part) noexcept {
   return {begin, end};
 }
 
-void parallel_copy(HostThreads& threads, std::size_t parts, std::byte* dst, const std::byte* src,
+void parallel_copy(HostThreads& threads, std::size_t parts, bool streaming, std::byte* dst, const std::byte* src,
                    std::size_t bytes) {
   parts = std::min(parts, threads.size());
   threads.run(parts, [&](std::size_t part) {
     const Range r = split(bytes, parts, part);
-    std::memcpy(dst + r.begin, src + r.begin, r.end - r.begin);
+    if (streaming) {
+      detail::copy_streaming(dst + r.begin, src + r.begin, r.end - r.begin);
+    } else {
+      std::memcpy(dst + r.begin, src + r.begin, r.end - r.begin);
+    }
   });
 }
 

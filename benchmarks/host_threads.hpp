@@ -54,8 +54,9 @@ struct Range {
 };
 [[nodiscard]] Range split(std::size_t bytes, std::size_t parts, std::size_t part) noexcept;
 
-/// memcpy of @p bytes from @p src to @p dst split over @p parts workers.
-void parallel_copy(HostThreads& threads, std::size_t parts, std::byte* dst, const std::byte* src,
+/// memcpy of @p bytes from @p src to @p dst split over @p parts workers: libc's, or with @p streaming the
+/// library's own host copy (streaming stores, gpuxfer::detail::copy_streaming).
+void parallel_copy(HostThreads& threads, std::size_t parts, bool streaming, std::byte* dst, const std::byte* src,
                    std::size_t bytes);
 
 /// Pattern bytes [offset, offset + out.size()) of @p seed into @p out, on every worker.

@@ -79,6 +79,7 @@ std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names) {
     if (wanted.insert(name).second) {
       for (const std::string& c : op->ceiling) todo.push_back(c);
       if (!op->bound.empty()) todo.push_back(op->bound);
+      if (!op->stream_bound.empty()) todo.push_back(op->stream_bound);
     }
   }
   std::vector<const OpSpec*> selected;

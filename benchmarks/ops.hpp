@@ -37,6 +37,8 @@ struct OpSpec {
   std::vector<std::string> ceiling{};
   /// A further limit shown beside the ratio (not in it): the host memcpy rate for pageable paths.
   std::string bound{};
+  /// The same limit with the library's streaming-store host copy (what the host can do, not libc).
+  std::string stream_bound{};
   /// Runs at this size only (latency probes, small buffers); 0: at every size of the run.
   std::size_t fixed_size = 0;
   /// Why the operation cannot run on this machine, or nullopt; none: it always can.
@@ -64,6 +66,11 @@ struct OpSpec {
 [[nodiscard]] std::optional<std::string> needs_nccl(Bench& b);
 
 /// The families, each in its file, in the order they run.
+/// Every hardware thread (at least 1): the thread count of the widest host copy ceiling.
+[[nodiscard]] std::size_t all_cores();
+/// The streaming-store host copy ceiling on every core (ceilings.cpp): the stream_bound of pageable paths.
+[[nodiscard]] std::string stream_bound_op();
+
 [[nodiscard]] std::vector<OpSpec> ceiling_ops();       // ceilings.cpp
 [[nodiscard]] std::vector<OpSpec> gather_ops();        // gather_ops.cpp
 [[nodiscard]] std::vector<OpSpec> copy_ops();          // copy_ops.cpp

@@ -149,6 +149,9 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   if (!op.bound.empty()) {
     if (const Row* b = find(op.bound, size)) row.bound = b->gbps;
   }
+  if (!op.stream_bound.empty()) {
+    if (const Row* b = find(op.stream_bound, size)) row.stream_bound = b->gbps;
+  }
   wrong_ += stats.wrong;
   print_header(op);
   char line[200];
@@ -210,6 +213,10 @@ void Report::end(const OpSpec& op) {
     }
   }
   if (r->bound) out_ << "; host memcpy bound (" << op.bound << ") " << fixed(*r->bound, 2) << " GB/s";
+  if (r->stream_bound) {
+    out_ << ", streaming-store bound (" << op.stream_bound << ") " << fixed(*r->stream_bound, 2) << " GB/s = "
+         << fixed(r->gbps / *r->stream_bound, 3) << " x";
+  }
   out_ << "; #wrong " << wrong << '\n';
 }
 
@@ -313,6 +320,8 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
                        {"ratio", opt_json(r.ratio)},
                        {"bound", opt_json(r.bound)},
                        {"bound_op", r.op->bound.empty() ? json_t() : json_t(r.op->bound)},
+                       {"stream_bound", opt_json(r.stream_bound)},
+                       {"stream_bound_op", r.op->stream_bound.empty() ? json_t() : json_t(r.op->stream_bound)},
                        {"wrong", r.stats.wrong},
                        {"samples", r.stats.samples}});
     if (r.stats.baseline_s) results.back()["interleaved"] = interleaved_json(r.stats);

@@ -42,6 +42,7 @@ struct Row {
   std::string ceiling_op;         ///< its name ("min(a, b)" for several)
   std::optional<double> ratio;    ///< gbps / ceiling
   std::optional<double> bound;    ///< GB/s of OpSpec::bound at the same size
+  std::optional<double> stream_bound;  ///< GB/s of OpSpec::stream_bound at the same size
 };
 
 class Report {

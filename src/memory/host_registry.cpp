@@ -9,6 +9,7 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_registration.hpp>
 
+#include "memory/host_memory.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/log.hpp"
 
@@ -45,6 +46,15 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
                                               "; reset that one first, or register one range that covers both");
     }
     ranges_.emplace(begin, bytes);  // reserved: a second caller now sees the overlap
+  }
+  // The driver answers cudaErrorInvalidValue, not "already registered", for memory cudaHostAlloc made.
+  if (is_pinned(ptr) || is_pinned(ptr + bytes - 1)) {
+    {
+      std::lock_guard lock(mutex_);
+      ranges_.erase(begin);
+    }
+    throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
+                                               "cudaHostRegister outside gpuxfer); use it as it is");
   }
   const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   if (err == cudaSuccess) return;

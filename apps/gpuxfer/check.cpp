@@ -18,7 +18,7 @@
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "check_fixture.hpp"
 #include "commands.hpp"

@@ -13,7 +13,7 @@
 
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "cuda_resources.hpp"
 

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <gpuxfer/gpuxfer.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "common/expect_error.hpp"
 

@@ -22,7 +22,6 @@
 
 #include "check_fixture.hpp"
 #include "commands.hpp"
-#include "cuda_resources.hpp"
 #include "format.hpp"
 
 namespace gpuxfer::cli {

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <gpuxfer/gpuxfer.hpp>
+#include <gpuxfer/testing/cuda_resources.hpp>
 #include <gpuxfer/testing/pattern.hpp>
 
 #include "common/expect_error.hpp"
@@ -82,73 +83,13 @@ void keep_devices_for_child_processes();
 /// Names a size-parameterised test by its byte count ("Bytes/GpuGatherBySize.GatherAll/4095").
 std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info);
 
-/// Throws std::runtime_error naming @p what and the CUDA error when @p status is not cudaSuccess.
-void cuda_check(cudaError_t status, std::string_view what);
-
-/// Makes @p ordinal current; restores the caller's device when destroyed.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int ordinal);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-/// cudaMalloc'd memory on one device (one byte at least, so a size-0 buffer still has an address).
-class DeviceMemory {
- public:
-  DeviceMemory(int ordinal, std::size_t bytes);
-  ~DeviceMemory();
-  DeviceMemory(DeviceMemory&& other) noexcept;
-  DeviceMemory& operator=(DeviceMemory&&) = delete;
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-
-  [[nodiscard]] std::byte* get() const noexcept { return ptr_; }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
-  /// Frees the memory now (a test of use-after-free detection); get() keeps the stale address.
-  void free_now();
-
- private:
-  int ordinal_ = 0;
-  std::byte* ptr_ = nullptr;
-  std::size_t size_ = 0;
-  bool owned_ = false;
-};
-
-/// cudaMallocHost'd (pinned) host memory.
-class PinnedMemory {
- public:
-  explicit PinnedMemory(std::size_t bytes);
-  ~PinnedMemory();
-  PinnedMemory(const PinnedMemory&) = delete;
-  PinnedMemory& operator=(const PinnedMemory&) = delete;
-
-  [[nodiscard]] std::span<std::byte> span() const noexcept { return {ptr_, size_}; }
-
- private:
-  std::byte* ptr_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-/// A non-blocking stream of one device.
-class Stream {
- public:
-  explicit Stream(int ordinal);
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
-  [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
-
- private:
-  int ordinal_ = 0;
-  cudaStream_t stream_ = nullptr;
-};
+// The CUDA resources and check of gpuxfer_testing (std::runtime_error, never gpuxfer::Error, so that a
+// fixture failure cannot pass for the library error a test expects).
+using testing::cuda_check;
+using testing::DeviceGuard;
+using testing::DeviceMemory;
+using testing::PinnedMemory;
+using testing::Stream;
 
 /// Pattern bytes [offset, offset + bytes) of @p seed in ordinary (pageable) memory.
 std::vector<std::byte> pattern_bytes(std::size_t bytes, std::uint64_t seed, std::uint64_t offset = 0);

@@ -10,12 +10,14 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/inter_gpu_transfer.hpp>
+#include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 
@@ -64,6 +66,33 @@ template <class World>
     return ::testing::AssertionFailure() << "must be accepted, threw: " << e.what();
   }
   return ::testing::AssertionSuccess();
+}
+
+/// MultiGpuManager::create asked for one device more than the @p World's count: no_device, saying how many
+/// were found and needed. A row of both tables (with and without a GPU).
+template <class World>
+Row<World> more_devices_than_visible_row(std::string name) {
+  return {std::move(name),
+          [](World& w) {
+            Options opts;
+            opts.min_devices = static_cast<int>(w.count) + 1;
+            (void)MultiGpuManager::create(opts);
+          },
+          Errc::no_device,
+          [](const World& w) {
+            return Texts{"found " + n(w.count) + " usable CUDA device(s), need at least " + n(w.count + 1)};
+          }};
+}
+
+/// The manager's pinned pool asked for a byte more than its limit: out_of_memory, naming the limit.
+template <class World>
+Row<World> manager_pool_above_limit_row(std::string name) {
+  return {std::move(name),
+          [](World& w) { (void)w.manager->pinned_pool().acquire(w.manager->options().pool_limit_bytes + 1); },
+          Errc::out_of_memory,
+          [](const World& w) {
+            return Texts{"pinned pool limit of " + n(w.manager->options().pool_limit_bytes) + " bytes"};
+          }};
 }
 
 /// What an engine has registered on each of its devices.

@@ -79,17 +79,7 @@ std::vector<CpuRow> option_rows() {
                     Errc::invalid_option, [texts = bad.texts](const CpuWorld&) { return texts; }});
   }
   // More devices required than exist: no_device, saying how many were found and needed.
-  rows.push_back({"create_min_devices_above_the_device_count",
-                  [](CpuWorld& w) {
-                    Options opts;
-                    opts.min_devices = static_cast<int>(w.count) + 1;
-                    (void)MultiGpuManager::create(opts);
-                  },
-                  Errc::no_device,
-                  [](const CpuWorld& w) {
-                    return Texts{"found " + n(w.count) + " usable CUDA device(s), need at least " +
-                                 n(w.count + 1)};
-                  }});
+  rows.push_back(more_devices_than_visible_row<CpuWorld>("create_min_devices_above_the_device_count"));
   rows.push_back({"transfer_null_manager", [](CpuWorld&) { InterGpuTransfer xfer(nullptr); },
                   Errc::invalid_argument,
                   [](const CpuWorld&) { return Texts{"InterGpuTransfer needs a manager, got nullptr"}; }});

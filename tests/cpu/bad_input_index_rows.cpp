@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/paths.hpp"
 #include "cpu/bad_input.hpp"
 
 namespace gpuxfer::test {
@@ -37,9 +38,8 @@ std::vector<CpuRow> index_rows() {
                            [](CpuWorld& w) { w.xfer->copy_buffer(w.bad, w.other, w.data); }));
   rows.push_back(index_row("copy_buffer_empty_data_source_index", "copy_buffer source device",
                            [](CpuWorld& w) { w.xfer->copy_buffer(w.bad, w.other, {}); }));
-  for (const auto& [path, label] :
-       {std::pair{CopyPath::automatic, "automatic"}, std::pair{CopyPath::peer, "peer"},
-        std::pair{CopyPath::staged, "staged"}}) {
+  for (const CopyPath path : kCopyPaths) {
+    const std::string label = path_name(path);
     rows.push_back(index_row(std::string("copy_device_buffer_") + label + "_source_index",
                              "copy_device_buffer source device",
                              [path](CpuWorld& w) { w.xfer->copy_device_buffer(w.bad, w.other, path); }));
@@ -48,9 +48,8 @@ std::vector<CpuRow> index_rows() {
                                (void)w.xfer->copy_device_buffer_async(w.bad, w.other, path);
                              }));
   }
-  for (const auto& [path, label] :
-       {std::pair{DeviceBroadcastPath::automatic, "automatic"}, std::pair{DeviceBroadcastPath::nccl, "nccl"},
-        std::pair{DeviceBroadcastPath::peer, "peer"}}) {
+  for (const DeviceBroadcastPath path : kDeviceBroadcastPaths) {
+    const std::string label = path_name(path);
     rows.push_back(index_row(std::string("broadcast_from_device_") + label + "_root_index",
                              "broadcast_from_device root",
                              [path](CpuWorld& w) { w.xfer->broadcast_from_device(w.bad, path); }));

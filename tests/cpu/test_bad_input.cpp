@@ -40,13 +40,7 @@ std::vector<CpuRow> pool_rows() {
                   [](const CpuWorld&) {
                     return Texts{"pinned pool limit of 0 bytes", "asked for 1"};
                   }});
-  rows.push_back(
-      {"manager_pool_acquire_above_its_limit",
-       [](CpuWorld& w) { (void)w.manager->pinned_pool().acquire(w.manager->options().pool_limit_bytes + 1); },
-       Errc::out_of_memory,
-       [](const CpuWorld& w) {
-         return Texts{"pinned pool limit of " + n(w.manager->options().pool_limit_bytes) + " bytes"};
-       }});
+  rows.push_back(manager_pool_above_limit_row<CpuWorld>("manager_pool_acquire_above_its_limit"));
   return rows;
 }
 

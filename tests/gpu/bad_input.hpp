@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/bad_input.hpp"
+#include "common/paths.hpp"
 #include "gpu/fixture.hpp"
 
 namespace gpuxfer::test {

@@ -47,10 +47,8 @@ std::vector<GpuRow> copy_rows() {
                [](GpuWorld& w) { w.register_freed(0, kMiB); }});
 
   // --- copy_device_buffer ------------------------------------------------------------------------------
-  for (const auto& [path, label] :
-       {std::pair{CopyPath::automatic, "automatic"}, std::pair{CopyPath::peer, "peer"},
-        std::pair{CopyPath::staged, "staged"}}) {
-    const std::string p = label;
+  for (const CopyPath path : kCopyPaths) {
+    const std::string p = path_name(path);
     r.push_back(
         {"copy_device_buffer_" + p + "_same_device",
          [path](GpuWorld& w) { w.xfer->copy_device_buffer(0, 0, path); }, Errc::invalid_argument,
@@ -71,10 +69,8 @@ std::vector<GpuRow> copy_rows() {
   }
 
   // --- broadcast -------------------------------------------------------------------------------------
-  for (const auto& [path, label] : {std::pair{HostBroadcastPath::automatic, "automatic"},
-                                    std::pair{HostBroadcastPath::per_device, "per_device"},
-                                    std::pair{HostBroadcastPath::scatter_allgather, "scatter_allgather"}}) {
-    const std::string p = label;
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
+    const std::string p = path_name(path);
     r.push_back(
         {"broadcast_" + p + "_device_without_buffer",
          [path](GpuWorld& w) { w.xfer->broadcast(w.data(16), path); }, Errc::invalid_buffer,
@@ -101,10 +97,8 @@ std::vector<GpuRow> copy_rows() {
   }
 
   // --- broadcast_from_device -----------------------------------------------------------------------
-  for (const auto& [path, label] :
-       {std::pair{DeviceBroadcastPath::automatic, "automatic"}, std::pair{DeviceBroadcastPath::nccl, "nccl"},
-        std::pair{DeviceBroadcastPath::peer, "peer"}}) {
-    const std::string p = label;
+  for (const DeviceBroadcastPath path : kDeviceBroadcastPaths) {
+    const std::string p = path_name(path);
     r.push_back({"broadcast_from_device_" + p + "_root_index",
                  [path](GpuWorld& w) { w.xfer->broadcast_from_device(w.count, path); }, Errc::invalid_buffer,
                  [](const GpuWorld& w) { return index_texts("broadcast_from_device root", w.count, w.count); }});

@@ -23,10 +23,8 @@ std::vector<GpuRow> multi_rows() {
                [](const GpuWorld&) {
                  return Texts{"set_device_buffer", "device 0", "is the stream of another device?"};
                }});
-  for (const auto& [path, label] :
-       {std::pair{CopyPath::automatic, "automatic"}, std::pair{CopyPath::peer, "peer"},
-        std::pair{CopyPath::staged, "staged"}}) {
-    const std::string p = label;
+  for (const CopyPath path : kCopyPaths) {
+    const std::string p = path_name(path);
     r.push_back({"copy_device_buffer_" + p + "_source_larger_than_the_destination",
                  [path](GpuWorld& w) { w.xfer->copy_device_buffer(1, 0, path); }, Errc::invalid_argument,
                  [](const GpuWorld& w) {
@@ -95,10 +93,8 @@ std::vector<GpuRow> multi_rows() {
                [](GpuWorld& w) { w.xfer->broadcast(w.data(w.size[0])); }, Errc::invalid_argument,
                [](const GpuWorld&) { return Texts{"bytes registered on device 1"}; },
                [](GpuWorld& w) { w.xfer->set_device_buffer(1, w.buffer[1], w.size[0] - 1); }});
-  for (const auto& [path, label] :
-       {std::pair{DeviceBroadcastPath::automatic, "automatic"}, std::pair{DeviceBroadcastPath::nccl, "nccl"},
-        std::pair{DeviceBroadcastPath::peer, "peer"}}) {
-    const std::string p = label;
+  for (const DeviceBroadcastPath path : kDeviceBroadcastPaths) {
+    const std::string p = path_name(path);
     r.push_back({"broadcast_from_device_" + p + "_root_larger_than_a_buffer",
                  [path](GpuWorld& w) { w.xfer->broadcast_from_device(1, path); }, Errc::invalid_argument,
                  [](const GpuWorld& w) {

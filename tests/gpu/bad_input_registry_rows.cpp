@@ -89,24 +89,8 @@ std::vector<GpuRow> manager_rows() {
                  return Texts{"Options::devices names CUDA ordinal " + n(w.count),
                               "only " + n(w.count) + " devices are visible"};
                }});
-  r.push_back({"manager_create_more_devices_than_visible",
-               [](GpuWorld& w) {
-                 Options opts;
-                 opts.min_devices = static_cast<int>(w.count) + 1;
-                 (void)MultiGpuManager::create(opts);
-               },
-               Errc::no_device,
-               [](const GpuWorld& w) {
-                 return Texts{"found " + n(w.count) + " usable CUDA device(s), need at least " +
-                              n(w.count + 1)};
-               }});
-  r.push_back(
-      {"pool_acquire_above_the_limit",
-       [](GpuWorld& w) { (void)w.manager->pinned_pool().acquire(w.manager->options().pool_limit_bytes + 1); },
-       Errc::out_of_memory,
-       [](const GpuWorld& w) {
-         return Texts{"pinned pool limit of " + n(w.manager->options().pool_limit_bytes) + " bytes"};
-       }});
+  r.push_back(more_devices_than_visible_row<GpuWorld>("manager_create_more_devices_than_visible"));
+  r.push_back(manager_pool_above_limit_row<GpuWorld>("pool_acquire_above_the_limit"));
   return r;
 }
 

@@ -166,6 +166,18 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
   return describe_mismatch(copy, bad, seed, offset, where.str());
 }
 
+::testing::AssertionResult device_holds_prefix(const DeviceMemory& mem, std::size_t bytes, std::uint64_t data_seed,
+                                               std::uint64_t own_seed, const std::string& what) {
+  const ::testing::AssertionResult data = device_matches(mem.ordinal(), mem.get(), bytes, data_seed, 0, what);
+  const ::testing::AssertionResult rest = device_matches(mem.ordinal(), mem.get() + bytes, mem.size() - bytes,
+                                                         own_seed, bytes, what + ", bytes past the data");
+  if (data && rest) return ::testing::AssertionSuccess();
+  auto failure = ::testing::AssertionFailure();
+  if (!data) failure << data.message();
+  if (!rest) failure << (data ? "" : "; ") << rest.message();
+  return failure;
+}
+
 ::testing::AssertionResult pieces_are_concatenation(const std::vector<GatherPiece>& pieces,
                                                     const std::vector<GatherPiece>& expected) {
   std::vector<GatherPiece> got;

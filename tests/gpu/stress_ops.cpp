@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/paths.hpp"
 #include "gpu/stress_worker.hpp"
 
 namespace gpuxfer::test::stress {
@@ -118,7 +119,7 @@ bool Worker::copy_device_buffer() {
   const std::size_t dst = (src + uniform(1, count_ - 1)) % count_;
   CopyPath path = std::array{CopyPath::automatic, CopyPath::peer, CopyPath::staged}[uniform(0, 2)];
   if (path == CopyPath::peer && !manager_->peer_enabled(src, dst)) path = CopyPath::staged;
-  const char* name = path == CopyPath::automatic ? "automatic" : path == CopyPath::peer ? "peer" : "staged";
+  const std::string name = path_name(path);
   shrink(src, content_[dst].size());
   what_ = std::string("copy_device_buffer ") + name + " of " + std::to_string(content_[src].size()) +
           " bytes " + std::to_string(src) + " -> " + std::to_string(dst);
@@ -138,9 +139,7 @@ bool Worker::broadcast() {
   if (path == HostBroadcastPath::scatter_allgather && count_ > 1 && !manager_->all_peers_enabled()) {
     path = HostBroadcastPath::per_device;
   }
-  const char* name = path == HostBroadcastPath::automatic    ? "automatic"
-                     : path == HostBroadcastPath::per_device ? "per_device"
-                                                             : "scatter_allgather";
+  const std::string name = path_name(path);
   const std::size_t bytes = random_size(room);
   const std::uint64_t seed = fresh_seed();
   const std::span<std::byte> data = host_area(pinned, bytes);
@@ -161,9 +160,7 @@ bool Worker::broadcast_from_device() {
   DeviceBroadcastPath path = std::array{DeviceBroadcastPath::automatic, DeviceBroadcastPath::peer,
                                         DeviceBroadcastPath::nccl}[uniform(0, 2)];
   if (path == DeviceBroadcastPath::nccl && !manager_->nccl_available()) path = DeviceBroadcastPath::peer;
-  const char* name = path == DeviceBroadcastPath::automatic ? "automatic"
-                     : path == DeviceBroadcastPath::peer    ? "peer"
-                                                            : "nccl";
+  const std::string name = path_name(path);
   std::size_t room = content_[root].size();
   for (const Content& c : content_) room = std::min(room, c.size());
   shrink(root, room);

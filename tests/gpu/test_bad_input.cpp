@@ -38,8 +38,7 @@ std::vector<GpuRow> zero_rows() {
   r.push_back({"copy_buffer_empty_pinned_data",
                [](GpuWorld& w) { w.xfer->copy_buffer(0, 0, w.pinned.first(0)); }, std::nullopt});
   for (const auto path : {HostBroadcastPath::automatic, HostBroadcastPath::per_device}) {
-    r.push_back({std::string("broadcast_empty_data_") +
-                     (path == HostBroadcastPath::automatic ? "automatic" : "per_device"),
+    r.push_back({"broadcast_empty_data_" + path_name(path),
                  [path](GpuWorld& w) { w.xfer->broadcast({}, path); }, std::nullopt});
   }
   r.push_back({"broadcast_from_device_of_an_empty_root",

@@ -32,13 +32,10 @@ using CpuRow = Row<CpuWorld>;
 
 /// Every public function that takes a device index, given one past the end (bad_input_index_rows.cpp).
 std::vector<CpuRow> index_rows();
-/// Options out of range, through validate() and create(); a null manager (bad_input_config_rows.cpp).
-std::vector<CpuRow> option_rows();
-/// GPUXFER_* values that do not parse or are out of range, through apply_env (bad_input_config_rows.cpp).
-std::vector<CpuRow> env_rows();
-/// The same through the process environment and MultiGpuManager::create (bad_input_config_rows.cpp).
-std::vector<CpuRow> process_env_rows();
-/// parse_size, parse_bool and parse_device_list (bad_input_config_rows.cpp).
-std::vector<CpuRow> parse_rows();
+
+/// Options out of range through validate() and create(), a null manager; GPUXFER_* values that do not
+/// parse or are out of range, through apply_env and through the process environment; parse_size,
+/// parse_bool, parse_device_list (bad_input_config_rows.cpp).
+std::vector<CpuRow> config_rows();
 
 }  // namespace gpuxfer::test

@@ -57,7 +57,20 @@ std::vector<BadOption> bad_options() {
   };
 }
 
-}  // namespace
+// (name, variable, value): a GPUXFER_* variable and a bad value of it.
+using EnvCases = std::vector<std::tuple<std::string, std::string, std::string>>;
+
+// One row a case, named @p prefix + name: @p apply sets the variable to the value and must throw
+// invalid_option naming both.
+std::vector<CpuRow> env_rows_of(const std::string& prefix, const EnvCases& cases,
+                                void (*apply)(const std::string& variable, const std::string& value)) {
+  std::vector<CpuRow> rows;
+  for (const auto& [name, variable, value] : cases) {
+    rows.push_back({prefix + name, [variable, value, apply](CpuWorld&) { apply(variable, value); },
+                    Errc::invalid_option, [variable, value](const CpuWorld&) { return Texts{variable + "=" + value}; }});
+  }
+  return rows;
+}
 
 std::vector<CpuRow> option_rows() {
   std::vector<CpuRow> rows;
@@ -88,7 +101,7 @@ std::vector<CpuRow> option_rows() {
 
 // A GPUXFER_* variable with a bad value: apply_env throws invalid_option naming the variable and value.
 std::vector<CpuRow> env_rows() {
-  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+  const EnvCases cases = {
       // name suffix, variable, value
       {"devices_not_a_number", "GPUXFER_DEVICES", "0,x"},
       {"devices_negative", "GPUXFER_DEVICES", "-1"},
@@ -119,40 +132,26 @@ std::vector<CpuRow> env_rows() {
       {"host_threads_word", "GPUXFER_HOST_THREADS", "x"},
       {"host_threads_wraps_32_bits", "GPUXFER_HOST_THREADS", "4294967297"},
   };
-  std::vector<CpuRow> rows;
-  for (const auto& [suffix, variable, value] : cases) {
-    rows.push_back({"env_" + suffix,
-                    [variable, value](CpuWorld&) {
-                      FakeEnv env(std::map<std::string, std::string>{{variable, value}});
-                      (void)apply_env(Options{}, env.lookup());
-                    },
-                    Errc::invalid_option,
-                    [variable, value](const CpuWorld&) { return Texts{variable + "=" + value}; }});
-  }
-  return rows;
+  return env_rows_of("env_", cases, [](const std::string& variable, const std::string& value) {
+    FakeEnv env(std::map<std::string, std::string>{{variable, value}});
+    (void)apply_env(Options{}, env.lookup());
+  });
 }
 
 // The same through the process environment, the way an HPC job sets them: create() refuses.
 std::vector<CpuRow> process_env_rows() {
-  const std::vector<std::tuple<std::string, const char*, const char*>> cases = {
+  const EnvCases cases = {
       {"process_env_chunk_bytes_word", "GPUXFER_CHUNK_BYTES", "big"},
       {"process_env_pool_limit_below_the_chunk", "GPUXFER_POOL_LIMIT", "4K"},
       {"process_env_host_threads_zero", "GPUXFER_HOST_THREADS", "0"},
       {"process_env_devices_twice", "GPUXFER_DEVICES", "0,0"},
       {"process_env_peer_access_word", "GPUXFER_PEER_ACCESS", "sometimes"},
   };
-  std::vector<CpuRow> rows;
-  for (const auto& [name, variable, value] : cases) {
-    rows.push_back({name,
-                    [variable, value](CpuWorld&) {
-                      const ScopedEnv min_devices("GPUXFER_MIN_DEVICES", "0");
-                      const ScopedEnv bad(variable, value);
-                      (void)MultiGpuManager::create(Options::from_env());
-                    },
-                    Errc::invalid_option,
-                    [variable, value](const CpuWorld&) { return Texts{std::string(variable) + "=" + value}; }});
-  }
-  return rows;
+  return env_rows_of("", cases, [](const std::string& variable, const std::string& value) {
+    const ScopedEnv min_devices("GPUXFER_MIN_DEVICES", "0");
+    const ScopedEnv bad(variable.c_str(), value.c_str());
+    (void)MultiGpuManager::create(Options::from_env());
+  });
 }
 
 std::vector<CpuRow> parse_rows() {
@@ -189,6 +188,16 @@ std::vector<CpuRow> parse_rows() {
                                                         {"spaces_inside", "1 2"}}) {
     rows.push_back({"parse_device_list_" + suffix, [text](CpuWorld&) { (void)parse_device_list(text); },
                     Errc::invalid_option, [](const CpuWorld&) { return Texts{"device ordinal"}; }});
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<CpuRow> config_rows() {
+  std::vector<CpuRow> rows;
+  for (auto part : {option_rows(), env_rows(), process_env_rows(), parse_rows()}) {
+    for (CpuRow& row : part) rows.push_back(std::move(row));
   }
   return rows;
 }

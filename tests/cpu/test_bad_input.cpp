@@ -46,7 +46,7 @@ std::vector<CpuRow> pool_rows() {
 
 std::vector<CpuRow> all_rows() {
   std::vector<CpuRow> rows;
-  for (auto part : {index_rows(), option_rows(), env_rows(), process_env_rows(), parse_rows(), pool_rows()}) {
+  for (auto part : {index_rows(), config_rows(), pool_rows()}) {
     for (CpuRow& row : part) rows.push_back(std::move(row));
   }
   return rows;

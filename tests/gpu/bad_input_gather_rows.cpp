@@ -3,6 +3,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -59,69 +60,37 @@ std::vector<GpuRow> gather_rows() {
                [](GpuWorld& w) { w.register_freed(0, kMiB); }});
 
   // --- gather_slices ---------------------------------------------------------------------------------------
-  auto slices_row = [](std::string name, std::function<DeviceSlice(const GpuWorld&)> slice, Errc code,
-                       std::function<Texts(const GpuWorld&)> texts) {
-    return GpuRow{std::move(name),
-               [slice](GpuWorld& w) {
-                 const DeviceSlice slices[] = {{0, w.buffer[0], 64}, slice(w)};
-                 (void)w.xfer->gather_slices(slices, w.pageable);
-               },
-               code, std::move(texts)};
+  // A bad slice after a good one: (name, the slice, the Errc, what the message must contain).
+  using Slice = DeviceSlice (*)(const GpuWorld&);
+  using SliceTexts = Texts (*)(const GpuWorld&);
+  const std::tuple<const char*, Slice, Errc, SliceTexts> slices[] = {
+      {"gather_slices_device_index", [](const GpuWorld& w) { return DeviceSlice{w.count, w.spare[0], 16}; },
+       Errc::invalid_buffer,
+       [](const GpuWorld& w) { return index_texts("gather_slices slice device", w.count, w.count); }},
+      {"gather_slices_empty_slice_device_index", [](const GpuWorld& w) { return DeviceSlice{w.count, nullptr, 0}; },
+       Errc::invalid_buffer,
+       [](const GpuWorld& w) { return index_texts("gather_slices slice device", w.count, w.count); }},
+      {"gather_slices_null", [](const GpuWorld&) { return DeviceSlice{0, nullptr, 16}; }, Errc::invalid_buffer,
+       [](const GpuWorld&) { return Texts{"gather_slices slice on device 0", "is null"}; }},
+      {"gather_slices_pageable_host_memory",
+       [](const GpuWorld& w) { return DeviceSlice{0, w.pageable.data(), 16}; }, Errc::invalid_buffer,
+       [](const GpuWorld&) { return Texts{"gather_slices slice on device 0", "is not memory CUDA knows"}; }},
+      {"gather_slices_pinned_host_memory", [](const GpuWorld& w) { return DeviceSlice{0, w.pinned.data(), 16}; },
+       Errc::invalid_buffer, [](const GpuWorld&) { return Texts{"is pinned host memory, not device memory"}; }},
+      {"gather_slices_past_the_allocation",
+       [](const GpuWorld& w) { return DeviceSlice{0, w.spare[0] + kAlloc - 8, 9}; }, Errc::invalid_buffer,
+       [](const GpuWorld&) { return Texts{"passes the end of its allocation", "only 8 bytes"}; }},
+      {"gather_slices_freed_memory", [](const GpuWorld& w) { return DeviceSlice{0, w.freed[0], 16}; },
+       Errc::invalid_buffer, [](const GpuWorld&) { return Texts{"gather_slices slice on device 0: pointer 0x"}; }},
   };
-  r.push_back(slices_row(
-      "gather_slices_device_index",
-      [](const GpuWorld& w) {
-        return DeviceSlice{w.count, w.spare[0], 16};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld& w) { return index_texts("gather_slices slice device", w.count, w.count); }));
-  r.push_back(slices_row(
-      "gather_slices_empty_slice_device_index",
-      [](const GpuWorld& w) {
-        return DeviceSlice{w.count, nullptr, 0};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld& w) { return index_texts("gather_slices slice device", w.count, w.count); }));
-  r.push_back(slices_row(
-      "gather_slices_null",
-      [](const GpuWorld&) {
-        return DeviceSlice{0, nullptr, 16};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld&) {
-        return Texts{"gather_slices slice on device 0", "is null"};
-      }));
-  r.push_back(slices_row(
-      "gather_slices_pageable_host_memory",
-      [](const GpuWorld& w) {
-        return DeviceSlice{0, w.pageable.data(), 16};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld&) {
-        return Texts{"gather_slices slice on device 0", "is not memory CUDA knows"};
-      }));
-  r.push_back(slices_row(
-      "gather_slices_pinned_host_memory",
-      [](const GpuWorld& w) {
-        return DeviceSlice{0, w.pinned.data(), 16};
-      },
-      Errc::invalid_buffer, [](const GpuWorld&) { return Texts{"is pinned host memory, not device memory"}; }));
-  r.push_back(slices_row(
-      "gather_slices_past_the_allocation",
-      [](const GpuWorld& w) {
-        return DeviceSlice{0, w.spare[0] + kAlloc - 8, 9};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld&) {
-        return Texts{"passes the end of its allocation", "only 8 bytes"};
-      }));
-  r.push_back(slices_row(
-      "gather_slices_freed_memory",
-      [](const GpuWorld& w) {
-        return DeviceSlice{0, w.freed[0], 16};
-      },
-      Errc::invalid_buffer,
-      [](const GpuWorld&) { return Texts{"gather_slices slice on device 0: pointer 0x"}; }));
+  for (const auto& [name, slice, code, texts] : slices) {
+    r.push_back({name,
+                 [slice](GpuWorld& w) {
+                   const DeviceSlice both[] = {{0, w.buffer[0], 64}, slice(w)};
+                   (void)w.xfer->gather_slices(both, w.pageable);
+                 },
+                 code, texts});
+  }
   r.push_back({"gather_slices_output_too_small",
                [](GpuWorld& w) {
                  const DeviceSlice slices[] = {{0, w.spare[0], 4096}, {0, w.buffer[0], 1}};

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <span>
@@ -171,33 +172,23 @@ class Worker {
 
   bool perform(Kind kind) {
     ++ops_;
-    switch (kind) {
-      case Kind::set_device_buffer: {
-        const std::size_t d = uniform(0, count_ - 1);
-        reregister(d);
-        tally_.add("set_device_buffer", 0);
-        return true;
-      }
-      case Kind::gather_blocking:
-      case Kind::gather_all:
-        return gather(kind == Kind::gather_all);
-      case Kind::gather_into:
-        return gather_into();
-      case Kind::gather_to_device:
-        return gather_to_device();
-      case Kind::copy_buffer:
-        return copy_buffer();
-      case Kind::copy_device_buffer:
-        return copy_device_buffer();
-      case Kind::broadcast:
-        return broadcast();
-      case Kind::broadcast_from_device:
-        return broadcast_from_device();
-      case Kind::gather_slices:
-        return gather_slices();
-    }
+    // In the order of Kind.
+    static constexpr bool (Worker::*kOps[])() = {
+        &Worker::set_device_buffer, &Worker::gather_blocking,       &Worker::gather_all,
+        &Worker::gather_into,       &Worker::gather_to_device,      &Worker::copy_buffer,
+        &Worker::copy_device_buffer, &Worker::broadcast,            &Worker::broadcast_from_device,
+        &Worker::gather_slices};
+    static_assert(std::size(kOps) == std::size(kNames));
+    return (this->*kOps[static_cast<int>(kind)])();
+  }
+
+  bool set_device_buffer() {
+    reregister(uniform(0, count_ - 1));
+    tally_.add("set_device_buffer", 0);
     return true;
   }
+  bool gather_blocking() { return gather(false); }
+  bool gather_all() { return gather(true); }
 
   bool gather(bool all);
   bool gather_into();

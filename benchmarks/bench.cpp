@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 namespace gpuxfer::bench {
 namespace {

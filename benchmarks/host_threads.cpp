@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cstring>
 
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "memory/streaming_copy.hpp"
 

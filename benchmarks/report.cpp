@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include <gpuxfer/testing/format.hpp>
 #include <gpuxfer/version.hpp>
 
 namespace gpuxfer::bench {
@@ -20,11 +21,7 @@ constexpr const char* convention =
     "events, "
     "streams held behind a spin kernel until every copy is queued; median of the samples.";
 
-std::string fixed(double v, int digits) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
+std::string fixed(double v, int digits) { return testing::format_fixed(v, digits); }
 
 std::string opt(const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : "-"; }
 
@@ -54,17 +51,7 @@ std::string ceiling_name(const OpSpec& op) {
   return op.ceiling.size() > 1 ? "min(" + names + ")" : names;
 }
 
-std::string format_bytes(std::size_t bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(units)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  const bool whole = value == static_cast<double>(static_cast<std::size_t>(value));
-  return fixed(value, whole ? 0 : 1) + " " + units[unit];
-}
+std::string format_bytes(std::size_t bytes) { return testing::format_bytes(bytes); }
 
 Report::Report(std::ostream& out, std::size_t devices, std::vector<std::size_t> sizes)
     : out_(out), devices_(devices), sizes_(std::move(sizes)) {}

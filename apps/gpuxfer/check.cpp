@@ -18,14 +18,17 @@
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/format.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "check_fixture.hpp"
 #include "commands.hpp"
-#include "cuda_resources.hpp"
-#include "format.hpp"
 
 namespace gpuxfer::cli {
+
+using testing::format_bytes;
+using testing::format_fixed;
+
 namespace {
 
 constexpr std::size_t no_skip = static_cast<std::size_t>(-1);
@@ -190,9 +193,7 @@ class Report {
     }
     if (detail.empty()) {
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-      char text[32];
-      std::snprintf(text, sizeof text, "%.1f ms", ms.count());
-      detail = text;
+      detail = format_fixed(ms.count(), 1) + " ms";
     }
     std::printf("%s  %-38s %s\n", verdict, name.c_str(), detail.c_str());
     std::fflush(stdout);

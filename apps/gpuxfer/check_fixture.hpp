@@ -13,11 +13,14 @@
 
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
-#include <gpuxfer/pattern.hpp>
-
-#include "cuda_resources.hpp"
+#include <gpuxfer/testing/cuda_resources.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 namespace gpuxfer::cli {
+
+using testing::DeviceGuard;
+using testing::DeviceMemory;
+using testing::Stream;
 
 /// Thrown by a case that cannot run on this machine; says why.
 struct Skip {

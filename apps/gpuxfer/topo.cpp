@@ -9,12 +9,16 @@
 
 #include <gpuxfer/device_info.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
+#include <gpuxfer/testing/format.hpp>
 #include <gpuxfer/version.hpp>
 
 #include "commands.hpp"
-#include "format.hpp"
 
 namespace gpuxfer::cli {
+
+using testing::format_bytes;
+using testing::nccl_version_string;
+
 namespace {
 
 using Json = nlohmann::ordered_json;

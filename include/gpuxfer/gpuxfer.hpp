@@ -10,7 +10,6 @@
 #include <gpuxfer/inter_gpu_transfer.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>
-#include <gpuxfer/pattern.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 #include <gpuxfer/transfer_handle.hpp>
 #include <gpuxfer/transfer_paths.hpp>

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 namespace gpuxfer {
 namespace {

@@ -116,73 +116,6 @@ void keep_devices_for_child_processes() {
   static_cast<void>(unsetenv("CTEST_RESOURCE_GROUP_COUNT"));
 }
 
-void cuda_check(cudaError_t status, std::string_view what) {
-  if (status != cudaSuccess) {
-    std::ostringstream message;
-    message << what << ": " << cudaGetErrorName(status) << " (" << cudaGetErrorString(status) << ")";
-    throw std::runtime_error(message.str());
-  }
-}
-
-// --- RAII ---------------------------------------------------------------------------------------------
-
-DeviceGuard::DeviceGuard(int ordinal) {
-  cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-  cuda_check(cudaSetDevice(ordinal), "cudaSetDevice");
-}
-
-DeviceGuard::~DeviceGuard() { static_cast<void>(cudaSetDevice(previous_)); }
-
-DeviceMemory::DeviceMemory(int ordinal, std::size_t bytes) : ordinal_(ordinal), size_(bytes) {
-  const DeviceGuard guard(ordinal);
-  void* ptr = nullptr;
-  cuda_check(cudaMalloc(&ptr, std::max<std::size_t>(bytes, 1)),
-             "cudaMalloc of " + std::to_string(bytes) + " bytes on device " + std::to_string(ordinal));
-  ptr_ = static_cast<std::byte*>(ptr);
-  owned_ = true;
-}
-
-DeviceMemory::~DeviceMemory() {
-  if (owned_) {
-    const DeviceGuard guard(ordinal_);
-    static_cast<void>(cudaFree(ptr_));
-  }
-}
-
-DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
-    : ordinal_(other.ordinal_),
-      ptr_(std::exchange(other.ptr_, nullptr)),
-      size_(std::exchange(other.size_, 0)),
-      owned_(std::exchange(other.owned_, false)) {}
-
-void DeviceMemory::free_now() {
-  if (owned_) {
-    const DeviceGuard guard(ordinal_);
-    cuda_check(cudaFree(ptr_), "cudaFree");
-    owned_ = false;
-  }
-}
-
-PinnedMemory::PinnedMemory(std::size_t bytes) : size_(bytes) {
-  void* ptr = nullptr;
-  cuda_check(cudaMallocHost(&ptr, std::max<std::size_t>(bytes, 1)),
-             "cudaMallocHost of " + std::to_string(bytes) + " bytes");
-  ptr_ = static_cast<std::byte*>(ptr);
-}
-
-PinnedMemory::~PinnedMemory() { static_cast<void>(cudaFreeHost(ptr_)); }
-
-Stream::Stream(int ordinal) : ordinal_(ordinal) {
-  const DeviceGuard guard(ordinal);
-  cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-}
-
-Stream::~Stream() {
-  const DeviceGuard guard(ordinal_);
-  static_cast<void>(cudaStreamSynchronize(stream_));
-  static_cast<void>(cudaStreamDestroy(stream_));
-}
-
 // --- patterns -------------------------------------------------------------------------------------------
 
 std::vector<std::byte> pattern_bytes(std::size_t bytes, std::uint64_t seed, std::uint64_t offset) {
@@ -231,6 +164,18 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
   std::ostringstream where;
   where << what << " (CUDA device " << ordinal << ")";
   return describe_mismatch(copy, bad, seed, offset, where.str());
+}
+
+::testing::AssertionResult device_holds_prefix(const DeviceMemory& mem, std::size_t bytes, std::uint64_t data_seed,
+                                               std::uint64_t own_seed, const std::string& what) {
+  const ::testing::AssertionResult data = device_matches(mem.ordinal(), mem.get(), bytes, data_seed, 0, what);
+  const ::testing::AssertionResult rest = device_matches(mem.ordinal(), mem.get() + bytes, mem.size() - bytes,
+                                                         own_seed, bytes, what + ", bytes past the data");
+  if (data && rest) return ::testing::AssertionSuccess();
+  auto failure = ::testing::AssertionFailure();
+  if (!data) failure << data.message();
+  if (!rest) failure << (data ? "" : "; ") << rest.message();
+  return failure;
 }
 
 ::testing::AssertionResult pieces_are_concatenation(const std::vector<GatherPiece>& pieces,

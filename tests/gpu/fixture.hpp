@@ -23,6 +23,8 @@
 #include <gtest/gtest.h>
 
 #include <gpuxfer/gpuxfer.hpp>
+#include <gpuxfer/testing/cuda_resources.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
 #include "common/expect_error.hpp"
 
@@ -81,73 +83,13 @@ void keep_devices_for_child_processes();
 /// Names a size-parameterised test by its byte count ("Bytes/GpuGatherBySize.GatherAll/4095").
 std::string size_param_name(const ::testing::TestParamInfo<std::size_t>& info);
 
-/// Throws std::runtime_error naming @p what and the CUDA error when @p status is not cudaSuccess.
-void cuda_check(cudaError_t status, std::string_view what);
-
-/// Makes @p ordinal current; restores the caller's device when destroyed.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int ordinal);
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-/// cudaMalloc'd memory on one device (one byte at least, so a size-0 buffer still has an address).
-class DeviceMemory {
- public:
-  DeviceMemory(int ordinal, std::size_t bytes);
-  ~DeviceMemory();
-  DeviceMemory(DeviceMemory&& other) noexcept;
-  DeviceMemory& operator=(DeviceMemory&&) = delete;
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-
-  [[nodiscard]] std::byte* get() const noexcept { return ptr_; }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
-  /// Frees the memory now (a test of use-after-free detection); get() keeps the stale address.
-  void free_now();
-
- private:
-  int ordinal_ = 0;
-  std::byte* ptr_ = nullptr;
-  std::size_t size_ = 0;
-  bool owned_ = false;
-};
-
-/// cudaMallocHost'd (pinned) host memory.
-class PinnedMemory {
- public:
-  explicit PinnedMemory(std::size_t bytes);
-  ~PinnedMemory();
-  PinnedMemory(const PinnedMemory&) = delete;
-  PinnedMemory& operator=(const PinnedMemory&) = delete;
-
-  [[nodiscard]] std::span<std::byte> span() const noexcept { return {ptr_, size_}; }
-
- private:
-  std::byte* ptr_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-/// A non-blocking stream of one device.
-class Stream {
- public:
-  explicit Stream(int ordinal);
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-
-  [[nodiscard]] cudaStream_t get() const noexcept { return stream_; }
-
- private:
-  int ordinal_ = 0;
-  cudaStream_t stream_ = nullptr;
-};
+// The CUDA resources and check of gpuxfer_testing (std::runtime_error, never gpuxfer::Error, so that a
+// fixture failure cannot pass for the library error a test expects).
+using testing::cuda_check;
+using testing::DeviceGuard;
+using testing::DeviceMemory;
+using testing::PinnedMemory;
+using testing::Stream;
 
 /// Pattern bytes [offset, offset + bytes) of @p seed in ordinary (pageable) memory.
 std::vector<std::byte> pattern_bytes(std::size_t bytes, std::uint64_t seed, std::uint64_t offset = 0);
@@ -168,6 +110,11 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes);
 /// default stream: data a blocking transfer delivered must be visible there without more synchronisation).
 ::testing::AssertionResult device_matches(int ordinal, const void* ptr, std::size_t bytes, std::uint64_t seed,
                                           std::uint64_t offset, std::string_view what);
+/// Device memory @p mem holds pattern bytes [0, bytes) of @p data_seed and, past them, bytes [bytes, size) of
+/// its own pattern @p own_seed: what a copy or a broadcast of @p bytes leaves in a longer buffer. Both
+/// parts are checked; the failure names @p what and each part that differs.
+::testing::AssertionResult device_holds_prefix(const DeviceMemory& mem, std::size_t bytes, std::uint64_t data_seed,
+                                               std::uint64_t own_seed, const std::string& what);
 /// @p pieces say that the buffers of @p expected ({device, size}, ascending) were concatenated in
 /// that order from offset 0. Zero-size pieces are ignored on both sides.
 ::testing::AssertionResult pieces_are_concatenation(const std::vector<GatherPiece>& pieces,
@@ -223,16 +170,68 @@ class MultiGpuTest : public GpuTest {
 /// most of them end in a partial one.
 inline constexpr std::size_t kSmallChunk = kMiB;
 
-/// @p Base with Options::chunk_bytes = kSmallChunk.
-template <class Base>
-class SmallChunks : public Base {
+/// @p Base with its manager's options changed by @p change.
+template <class Base, void (*change)(Options&)>
+class WithOptions : public Base {
  protected:
   [[nodiscard]] Options options() const override {
     Options opts = Base::options();
-    opts.chunk_bytes = kSmallChunk;
+    change(opts);
     return opts;
   }
 };
+
+inline void use_small_chunks(Options& opts) { opts.chunk_bytes = kSmallChunk; }
+
+/// @p Base with Options::chunk_bytes = kSmallChunk.
+template <class Base>
+using SmallChunks = WithOptions<Base, use_small_chunks>;
+
+/// @p Base parameterised by a size n: device i registers n + 13 * i bytes of its pattern (nothing for
+/// n = 0), so that a swapped or truncated entry of a gather shows.
+template <class Base>
+class PerDeviceSizes : public Base, public ::testing::WithParamInterface<std::size_t> {
+ protected:
+  [[nodiscard]] std::size_t size_of(std::size_t index) const {
+    return this->GetParam() == 0 ? 0 : this->GetParam() + 13 * index;
+  }
+
+  void register_all() {
+    for (std::size_t i = 0; i < this->device_count(); ++i) this->register_pattern(i, size_of(i));
+  }
+
+  /// The buffers a gather of every device but @p skip concatenates: {device, 0, size}, ascending.
+  [[nodiscard]] std::vector<GatherPiece> expected(std::optional<std::size_t> skip = std::nullopt) const {
+    std::vector<GatherPiece> want;
+    for (std::size_t i = 0; i < this->device_count(); ++i) {
+      if (i != skip) want.push_back({i, 0, size_of(i)});
+    }
+    return want;
+  }
+
+  /// The bytes of that concatenation.
+  [[nodiscard]] std::size_t total(std::optional<std::size_t> skip = std::nullopt) const {
+    std::size_t sum = 0;
+    for (const GatherPiece& p : expected(skip)) sum += p.size;
+    return sum;
+  }
+};
+
+/// A fixture template whose tests run on one GPU and on two: Gpu<Fixture> is Fixture<GpuTest> (one GPU or
+/// more), MultiGpu<Fixture> is Fixture<MultiGpuTest> (ctest gives its tests two GPUs).
+#define GPUXFER_GPU_AND_MULTI_GPU(Fixture) \
+  using Gpu##Fixture = Fixture<GpuTest>;   \
+  using MultiGpu##Fixture = Fixture<MultiGpuTest>
+
+/// Test @p Name of both suites of GPUXFER_GPU_AND_MULTI_GPU(Fixture); each runs the fixture's @p check().
+#define GPUXFER_TEST_P_ON_BOTH(Fixture, Name, check) \
+  TEST_P(Gpu##Fixture, Name) { check(); }            \
+  TEST_P(MultiGpu##Fixture, Name) { check(); }
+
+/// Instantiates both suites of GPUXFER_GPU_AND_MULTI_GPU(Fixture) as Bytes/... over @p values.
+#define GPUXFER_INSTANTIATE_ON_BOTH(Fixture, values, namer)       \
+  INSTANTIATE_TEST_SUITE_P(Bytes, Gpu##Fixture, values, namer);   \
+  INSTANTIATE_TEST_SUITE_P(Bytes, MultiGpu##Fixture, values, namer)
 
 /// Runs @p body on @p threads threads at once and joins them; returns what each one threw.
 std::vector<std::string> run_threads(std::size_t threads, const std::function<void(std::size_t)>& body);

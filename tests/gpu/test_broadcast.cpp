@@ -1,5 +1,6 @@
 // broadcast(host data): every device, device 0 included, receives every byte on each path, from
 // pageable and pinned memory; bytes past the data stay; bad input is rejected before anything is written.
+#include "common/paths.hpp"
 #include "gpu/fixture.hpp"
 
 namespace gpuxfer::test {
@@ -8,15 +9,6 @@ namespace {
 constexpr std::size_t kTail = 4096 + 5;  // bytes of each buffer past the data, which must not change
 
 enum class Source { pageable, pinned };
-
-std::string path_name(HostBroadcastPath path) {
-  switch (path) {
-    case HostBroadcastPath::automatic: return "automatic";
-    case HostBroadcastPath::per_device: return "per_device";
-    case HostBroadcastPath::scatter_allgather: return "scatter_allgather";
-  }
-  return "unknown";
-}
 
 using Param = std::tuple<HostBroadcastPath, Source, std::size_t>;
 
@@ -54,40 +46,32 @@ class BroadcastBySize : public SmallChunks<Base>, public ::testing::WithParamInt
     for (std::size_t i = 0; i < memory.size(); ++i) {
       const DeviceMemory& mem = *memory[i];
       const std::string what = path_name(path()) + " broadcast, device " + std::to_string(i);
-      EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), bytes(), data_seed, 0, what));
-      EXPECT_TRUE(device_matches(mem.ordinal(), mem.get() + bytes(), mem.size() - bytes(), this->seed(i), bytes(),
-                                 what + ", bytes past the data"));
+      EXPECT_TRUE(device_holds_prefix(mem, bytes(), data_seed, this->seed(i), what));
     }
   }
 };
 
-using GpuBroadcastBySize = BroadcastBySize<GpuTest>;
-using MultiGpuBroadcastBySize = BroadcastBySize<MultiGpuTest>;
+GPUXFER_GPU_AND_MULTI_GPU(BroadcastBySize);
 
-TEST_P(GpuBroadcastBySize, EveryDeviceReceivesEveryByte) { check_every_device(); }
-TEST_P(MultiGpuBroadcastBySize, EveryDeviceReceivesEveryByte) { check_every_device(); }
+GPUXFER_TEST_P_ON_BOTH(BroadcastBySize, EveryDeviceReceivesEveryByte, check_every_device)
 
 std::string broadcast_param_name(const ::testing::TestParamInfo<Param>& info) {
   return path_name(std::get<0>(info.param)) + (std::get<1>(info.param) == Source::pageable ? "_pageable_" : "_pinned_") +
          std::to_string(std::get<2>(info.param));
 }
 const auto kParams = ::testing::Combine(
-    ::testing::Values(HostBroadcastPath::automatic, HostBroadcastPath::per_device, HostBroadcastPath::scatter_allgather),
+    ::testing::ValuesIn(kHostBroadcastPaths),
     ::testing::Values(Source::pageable, Source::pinned), ::testing::ValuesIn(kSizes));
-INSTANTIATE_TEST_SUITE_P(Bytes, GpuBroadcastBySize, kParams, broadcast_param_name);
-INSTANTIATE_TEST_SUITE_P(Bytes, MultiGpuBroadcastBySize, kParams, broadcast_param_name);
+GPUXFER_INSTANTIATE_ON_BOTH(BroadcastBySize, kParams, broadcast_param_name);
 
 using GpuBroadcast = SmallChunks<GpuTest>;
 using MultiGpuBroadcast = SmallChunks<MultiGpuTest>;
-
-const HostBroadcastPath kPaths[] = {HostBroadcastPath::automatic, HostBroadcastPath::per_device,
-                                    HostBroadcastPath::scatter_allgather};
 
 TEST_F(GpuBroadcast, DeviceWithoutBufferIsRejectedAndNamed) {
   const std::size_t last = device_count() - 1;
   for (std::size_t i = 0; i < last; ++i) register_pattern(i, 4096);
   const auto data = pattern_bytes(4096, other_seed(0));
-  for (const HostBroadcastPath path : kPaths) {
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
     EXPECT_TRUE(throws_error_naming([&] { xfer().broadcast(data, path); }, Errc::invalid_buffer, last))
         << path_name(path);
   }
@@ -98,7 +82,7 @@ TEST_F(GpuBroadcast, TooSmallBufferIsRejectedNamedAndNothingWritten) {
   std::vector<DeviceMemory*> memory;
   for (std::size_t i = 0; i < device_count(); ++i) memory.push_back(&register_pattern(i, i == last ? 3 * kMiB : 3 * kMiB + 1));
   const auto data = pattern_bytes(3 * kMiB + 1, other_seed(0));
-  for (const HostBroadcastPath path : kPaths) {
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
     EXPECT_TRUE(throws_error_naming([&] { xfer().broadcast(data, path); }, Errc::invalid_argument, last))
         << path_name(path);
     for (std::size_t i = 0; i < memory.size(); ++i) {
@@ -111,7 +95,7 @@ TEST_F(GpuBroadcast, TooSmallBufferIsRejectedNamedAndNothingWritten) {
 TEST_F(GpuBroadcast, NoPinnedAllocationAfterWarmUp) {
   std::vector<DeviceMemory*> memory;
   for (std::size_t i = 0; i < device_count(); ++i) memory.push_back(&register_pattern(i, 16 * kMiB));
-  for (const HostBroadcastPath path : kPaths) {
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
     if (path == HostBroadcastPath::scatter_allgather && device_count() > 1 && !manager().all_peers_enabled()) continue;
     const auto warm_up = pattern_bytes(16 * kMiB - 3, other_seed(0));
     xfer().broadcast(warm_up, path);
@@ -130,7 +114,7 @@ TEST_F(MultiGpuBroadcast, RepeatedBroadcastsOfDifferentSizes) {
   std::vector<DeviceMemory*> memory;
   for (std::size_t i = 0; i < device_count(); ++i) memory.push_back(&register_pattern(i, 40 * kMiB));
   std::uint64_t generation = 0;
-  for (const HostBroadcastPath path : kPaths) {
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
     if (path == HostBroadcastPath::scatter_allgather && device_count() > 1 && !manager().all_peers_enabled()) continue;
     for (const std::size_t bytes : {std::size_t{40 * kMiB}, std::size_t{3 * kMiB + 1}, std::size_t{kMiB - 1}, std::size_t{5}}) {
       const std::uint64_t data_seed = other_seed(++generation);

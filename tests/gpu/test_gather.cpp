@@ -8,17 +8,12 @@
 namespace gpuxfer::test {
 namespace {
 
-// Every device registers its own size (n + 13 * index) so that a swapped or truncated entry shows.
+// Every device registers its own size (PerDeviceSizes) so that a swapped or truncated entry shows.
 template <class Base>
-class GatherBySize : public Base, public ::testing::WithParamInterface<std::size_t> {
+class GatherBySize : public PerDeviceSizes<Base> {
  protected:
-  [[nodiscard]] std::size_t size_of(std::size_t index) const {
-    return this->GetParam() == 0 ? 0 : this->GetParam() + 13 * index;
-  }
-
-  void register_all() {
-    for (std::size_t i = 0; i < this->device_count(); ++i) this->register_pattern(i, size_of(i));
-  }
+  using PerDeviceSizes<Base>::size_of;
+  using PerDeviceSizes<Base>::register_all;
 
   void poison_pool() {
     std::vector<std::size_t> sizes;
@@ -70,18 +65,13 @@ class GatherBySize : public Base, public ::testing::WithParamInterface<std::size
   }
 };
 
-using GpuGatherBySize = GatherBySize<GpuTest>;
-using MultiGpuGatherBySize = GatherBySize<MultiGpuTest>;
+GPUXFER_GPU_AND_MULTI_GPU(GatherBySize);
 
-TEST_P(GpuGatherBySize, GatherAllDeliversEveryByte) { check_gather_all(); }
-TEST_P(GpuGatherBySize, GatherBlockingToEveryDestination) { check_gather_blocking(); }
-TEST_P(GpuGatherBySize, GatherHandleToEveryDestination) { check_gather_handle(); }
-TEST_P(MultiGpuGatherBySize, GatherAllDeliversEveryByte) { check_gather_all(); }
-TEST_P(MultiGpuGatherBySize, GatherBlockingToEveryDestination) { check_gather_blocking(); }
-TEST_P(MultiGpuGatherBySize, GatherHandleToEveryDestination) { check_gather_handle(); }
+GPUXFER_TEST_P_ON_BOTH(GatherBySize, GatherAllDeliversEveryByte, check_gather_all)
+GPUXFER_TEST_P_ON_BOTH(GatherBySize, GatherBlockingToEveryDestination, check_gather_blocking)
+GPUXFER_TEST_P_ON_BOTH(GatherBySize, GatherHandleToEveryDestination, check_gather_handle)
 
-INSTANTIATE_TEST_SUITE_P(Bytes, GpuGatherBySize, ::testing::ValuesIn(kSizes), size_param_name);
-INSTANTIATE_TEST_SUITE_P(Bytes, MultiGpuGatherBySize, ::testing::ValuesIn(kSizes), size_param_name);
+GPUXFER_INSTANTIATE_ON_BOTH(GatherBySize, ::testing::ValuesIn(kSizes), size_param_name);
 
 using GpuGather = GpuTest;
 using MultiGpuGather = MultiGpuTest;

@@ -11,29 +11,11 @@ namespace {
 constexpr std::size_t kTail = 4096;  // poisoned bytes after the payload that no gather may touch
 
 template <class Base>
-class GatherIntoBySize : public Base, public ::testing::WithParamInterface<std::size_t> {
+class GatherIntoBySize : public PerDeviceSizes<Base> {
  protected:
-  [[nodiscard]] std::size_t size_of(std::size_t index) const {
-    return this->GetParam() == 0 ? 0 : this->GetParam() + 13 * index;
-  }
-
-  void register_all() {
-    for (std::size_t i = 0; i < this->device_count(); ++i) this->register_pattern(i, size_of(i));
-  }
-
-  [[nodiscard]] std::vector<GatherPiece> expected(std::optional<std::size_t> skip) const {
-    std::vector<GatherPiece> want;
-    for (std::size_t i = 0; i < this->device_count(); ++i) {
-      if (i != skip) want.push_back({i, 0, size_of(i)});
-    }
-    return want;
-  }
-
-  [[nodiscard]] std::size_t total(std::optional<std::size_t> skip) const {
-    std::size_t sum = 0;
-    for (const GatherPiece& p : expected(skip)) sum += p.size;
-    return sum;
-  }
+  using PerDeviceSizes<Base>::expected;
+  using PerDeviceSizes<Base>::register_all;
+  using PerDeviceSizes<Base>::total;
 
   // Gathers into @p out (poisoned here first) and checks the pieces, every byte and the untouched tail.
   void gather_and_check(std::span<std::byte> out, std::optional<std::size_t> skip, const std::string& what) {
@@ -86,22 +68,15 @@ class GatherIntoBySize : public Base, public ::testing::WithParamInterface<std::
   }
 };
 
-using GpuGatherIntoBySize = GatherIntoBySize<GpuTest>;
-using MultiGpuGatherIntoBySize = GatherIntoBySize<MultiGpuTest>;
+GPUXFER_GPU_AND_MULTI_GPU(GatherIntoBySize);
 
-TEST_P(GpuGatherIntoBySize, IntoPageableMemory) { check_pageable(); }
-TEST_P(GpuGatherIntoBySize, IntoPinnedMemory) { check_pinned(); }
-TEST_P(GpuGatherIntoBySize, IntoUnalignedPageableMemory) { check_unaligned_pageable(); }
-TEST_P(GpuGatherIntoBySize, IntoUnalignedPinnedMemory) { check_unaligned_pinned(); }
-TEST_P(GpuGatherIntoBySize, SkippingEachDevice) { check_skipping_each_device(); }
-TEST_P(MultiGpuGatherIntoBySize, IntoPageableMemory) { check_pageable(); }
-TEST_P(MultiGpuGatherIntoBySize, IntoPinnedMemory) { check_pinned(); }
-TEST_P(MultiGpuGatherIntoBySize, IntoUnalignedPageableMemory) { check_unaligned_pageable(); }
-TEST_P(MultiGpuGatherIntoBySize, IntoUnalignedPinnedMemory) { check_unaligned_pinned(); }
-TEST_P(MultiGpuGatherIntoBySize, SkippingEachDevice) { check_skipping_each_device(); }
+GPUXFER_TEST_P_ON_BOTH(GatherIntoBySize, IntoPageableMemory, check_pageable)
+GPUXFER_TEST_P_ON_BOTH(GatherIntoBySize, IntoPinnedMemory, check_pinned)
+GPUXFER_TEST_P_ON_BOTH(GatherIntoBySize, IntoUnalignedPageableMemory, check_unaligned_pageable)
+GPUXFER_TEST_P_ON_BOTH(GatherIntoBySize, IntoUnalignedPinnedMemory, check_unaligned_pinned)
+GPUXFER_TEST_P_ON_BOTH(GatherIntoBySize, SkippingEachDevice, check_skipping_each_device)
 
-INSTANTIATE_TEST_SUITE_P(Bytes, GpuGatherIntoBySize, ::testing::ValuesIn(kSizes), size_param_name);
-INSTANTIATE_TEST_SUITE_P(Bytes, MultiGpuGatherIntoBySize, ::testing::ValuesIn(kSizes), size_param_name);
+GPUXFER_INSTANTIATE_ON_BOTH(GatherIntoBySize, ::testing::ValuesIn(kSizes), size_param_name);
 
 using GpuGatherInto = GpuTest;
 

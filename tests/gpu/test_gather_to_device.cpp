@@ -11,20 +11,12 @@ namespace {
 constexpr std::size_t kTail = 4096;  // poisoned bytes after the payload that the gather must not touch
 
 template <class Base>
-class GatherToDeviceBySize : public Base, public ::testing::WithParamInterface<std::size_t> {
+class GatherToDeviceBySize : public PerDeviceSizes<Base> {
  protected:
-  [[nodiscard]] std::size_t size_of(std::size_t index) const {
-    return this->GetParam() == 0 ? 0 : this->GetParam() + 13 * index;
-  }
-
   void check_every_destination() {
-    std::vector<GatherPiece> want;
-    std::size_t payload = 0;
-    for (std::size_t i = 0; i < this->device_count(); ++i) {
-      this->register_pattern(i, size_of(i));
-      want.push_back({i, 0, size_of(i)});
-      payload += size_of(i);
-    }
+    this->register_all();
+    const std::vector<GatherPiece> want = this->expected();
+    const std::size_t payload = this->total();
     for (std::size_t dst = 0; dst < this->device_count(); ++dst) {
       const std::string where = "gather_to_device(" + std::to_string(dst) + ")";
       DeviceMemory& out = this->allocate(dst, payload + kTail);
@@ -42,14 +34,11 @@ class GatherToDeviceBySize : public Base, public ::testing::WithParamInterface<s
   }
 };
 
-using GpuGatherToDeviceBySize = GatherToDeviceBySize<GpuTest>;
-using MultiGpuGatherToDeviceBySize = GatherToDeviceBySize<MultiGpuTest>;
+GPUXFER_GPU_AND_MULTI_GPU(GatherToDeviceBySize);
 
-TEST_P(GpuGatherToDeviceBySize, EveryDestination) { check_every_destination(); }
-TEST_P(MultiGpuGatherToDeviceBySize, EveryDestination) { check_every_destination(); }
+GPUXFER_TEST_P_ON_BOTH(GatherToDeviceBySize, EveryDestination, check_every_destination)
 
-INSTANTIATE_TEST_SUITE_P(Bytes, GpuGatherToDeviceBySize, ::testing::ValuesIn(kSizes), size_param_name);
-INSTANTIATE_TEST_SUITE_P(Bytes, MultiGpuGatherToDeviceBySize, ::testing::ValuesIn(kSizes), size_param_name);
+GPUXFER_INSTANTIATE_ON_BOTH(GatherToDeviceBySize, ::testing::ValuesIn(kSizes), size_param_name);
 
 using GpuGatherToDevice = GpuTest;
 using MultiGpuGatherToDevice = MultiGpuTest;

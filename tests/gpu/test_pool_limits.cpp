@@ -11,6 +11,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "common/paths.hpp"
 #include "gpu/fixture.hpp"
 
 namespace gpuxfer::test {
@@ -90,28 +91,13 @@ class LimitsTest : public Base {
 using GpuLimits = LimitsTest<GpuTest>;
 using MultiGpuLimits = LimitsTest<MultiGpuTest>;
 
-const HostBroadcastPath kHostPaths[] = {HostBroadcastPath::automatic, HostBroadcastPath::per_device,
-                                        HostBroadcastPath::scatter_allgather};
-
-std::string path_name(HostBroadcastPath path) {
-  switch (path) {
-    case HostBroadcastPath::automatic:
-      return "automatic";
-    case HostBroadcastPath::per_device:
-      return "per_device";
-    case HostBroadcastPath::scatter_allgather:
-      return "scatter_allgather";
-  }
-  return "unknown";
-}
-
 TEST_F(GpuLimits, BroadcastFromPageableGoesThroughInChunks) {
   const Watchdog watchdog(kLimitSeconds, "GpuLimits.BroadcastFromPageableGoesThroughInChunks");
   std::vector<DeviceMemory*> memory;
   for (std::size_t i = 0; i < device_count(); ++i)
     memory.push_back(&register_pattern(i, s_.data + kTail + 13 * i));
   std::uint64_t generation = 0;
-  for (const HostBroadcastPath path : kHostPaths) {
+  for (const HostBroadcastPath path : kHostBroadcastPaths) {
     if (path == HostBroadcastPath::scatter_allgather && device_count() > 1 && !manager().all_peers_enabled())
       continue;
     const std::uint64_t data_seed = other_seed(++generation);

@@ -1,20 +1,22 @@
 #include <string>
 
-#include <gpuxfer/pattern.hpp>
+#include <gpuxfer/testing/cuda_check.hpp>
+#include <gpuxfer/testing/pattern.hpp>
 
-#include "runtime/cuda_check.hpp"
 #include "pattern_kernels.hpp"
 
 namespace gpuxfer::pattern {
 
+using testing::cuda_check;
+
 void fill_device(void* dst, std::size_t bytes, std::uint64_t seed, std::uint64_t offset, cudaStream_t stream) {
   if (bytes == 0) return;
-  GPUXFER_CUDA_TRY_CTX(detail::launch_pattern_fill(dst, bytes, seed, offset, stream),
-                       "pattern fill of " + std::to_string(bytes) + " bytes");
+  const cudaError_t status = detail::launch_pattern_fill(dst, bytes, seed, offset, stream);
+  if (status != cudaSuccess) cuda_check(status, "pattern fill of " + std::to_string(bytes) + " bytes");
 }
 
 void fill_device_slow(void* dst, std::size_t bytes, std::uint64_t seed, std::uint64_t spin_ns, cudaStream_t stream) {
-  GPUXFER_CUDA_TRY_CTX(detail::launch_spin(spin_ns, stream), "spin kernel");
+  cuda_check(detail::launch_spin(spin_ns, stream), "spin kernel");
   fill_device(dst, bytes, seed, 0, stream);
 }
 
@@ -22,7 +24,7 @@ std::size_t count_mismatches_device(const void* data, std::size_t bytes, std::ui
                                     cudaStream_t stream) {
   if (bytes == 0) return 0;
   unsigned long long* wrong = nullptr;
-  GPUXFER_CUDA_TRY_CTX(cudaMallocAsync(reinterpret_cast<void**>(&wrong), sizeof *wrong, stream), "pattern verify");
+  cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&wrong), sizeof *wrong, stream), "pattern verify");
   unsigned long long host = 0;
   cudaError_t err = cudaMemsetAsync(wrong, 0, sizeof *wrong, stream);
   if (err == cudaSuccess) err = detail::launch_pattern_count(data, bytes, seed, offset, wrong, stream);
@@ -30,7 +32,7 @@ std::size_t count_mismatches_device(const void* data, std::size_t bytes, std::ui
   const cudaError_t freed = cudaFreeAsync(wrong, stream);
   if (err == cudaSuccess) err = freed;
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  GPUXFER_CUDA_TRY_CTX(err, "pattern verify of " + std::to_string(bytes) + " bytes");
+  if (err != cudaSuccess) cuda_check(err, "pattern verify of " + std::to_string(bytes) + " bytes");
   return static_cast<std::size_t>(host);
 }
 

@@ -3,7 +3,7 @@
 ///
 /// Byte @c i of the pattern for @p seed is a hash of (seed, i): no two seeds, offsets or devices give
 /// the same stream, so a byte that lands in the wrong place, or a stale or zero byte, is caught. Used
-/// by the tests, `gpuxfer check` and the benchmark.
+/// by the tests, `gpuxfer check` and the benchmark (gpuxfer_testing: not part of the installed library).
 #pragma once
 
 #include <cstddef>
@@ -28,7 +28,7 @@ void fill_host(std::span<std::byte> out, std::uint64_t seed, std::uint64_t offse
                                                 std::uint64_t offset = 0) noexcept;
 
 /// Queues a kernel on @p stream (on the current device) that writes pattern bytes [offset, offset + bytes)
-/// to device memory @p dst. @throws Error(Errc::cuda_error) when the launch fails
+/// to device memory @p dst. @throws std::runtime_error when the launch fails
 void fill_device(void* dst, std::size_t bytes, std::uint64_t seed, std::uint64_t offset, cudaStream_t stream);
 
 /// As fill_device with offset 0, but the kernel first spins about @p spin_ns nanoseconds: a slow producer,
@@ -37,7 +37,7 @@ void fill_device_slow(void* dst, std::size_t bytes, std::uint64_t seed, std::uin
                       cudaStream_t stream);
 
 /// Counts, on the GPU, the bytes of device memory @p data that differ from the pattern; blocks on
-/// @p stream until the count is known. @throws Error(Errc::cuda_error / device_fault)
+/// @p stream until the count is known. @throws std::runtime_error when a CUDA call fails
 [[nodiscard]] std::size_t count_mismatches_device(const void* data, std::size_t bytes, std::uint64_t seed,
                                                   std::uint64_t offset, cudaStream_t stream);
 

@@ -3,7 +3,7 @@
 #include "pattern_kernels.hpp"
 #include "pattern_mix.hpp"
 
-namespace gpuxfer::detail {
+namespace gpuxfer::pattern::detail {
 namespace {
 
 constexpr unsigned threads_per_block = 256;
@@ -79,4 +79,4 @@ cudaError_t launch_spin(std::uint64_t spin_ns, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace gpuxfer::detail
+}  // namespace gpuxfer::pattern::detail

@@ -1,12 +1,20 @@
 /// @file format.hpp
-/// @brief Small text helpers shared by the subcommands.
+/// @brief The text formatting the command and the bench print with: sizes, fixed-point numbers, versions.
 #pragma once
 
 #include <cstddef>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
-namespace gpuxfer::cli {
+namespace gpuxfer::testing {
+
+/// @p value with @p digits decimals ("12.34" for 12.3449 and 2).
+inline std::string format_fixed(double value, int digits) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
 
 /// "64 MiB", "1.5 GiB", "4095 B": binary units, at most one decimal.
 inline std::string format_bytes(std::size_t bytes) {
@@ -17,10 +25,8 @@ inline std::string format_bytes(std::size_t bytes) {
     value /= 1024.0;
     ++unit;
   }
-  char text[32];
   const bool whole = value == static_cast<double>(static_cast<std::size_t>(value));
-  std::snprintf(text, sizeof text, whole ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
+  return format_fixed(value, whole ? 0 : 1) + " " + units[unit];
 }
 
 /// NCCL's version code (22809) as "2.28.9"; "none" for 0.
@@ -34,4 +40,4 @@ inline std::string nccl_version_string(int code) {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
 }
 
-}  // namespace gpuxfer::cli
+}  // namespace gpuxfer::testing

@@ -54,45 +54,45 @@ class FakeSysfs {
 
 TEST(CpuNuma, DevicesAreFoundOnTheirNodes) {
   const FakeSysfs sysfs;
-  EXPECT_EQ(detail::numa_nodes(sysfs.root()), (std::vector<int>{0, 1}));
-  EXPECT_EQ(detail::numa_node_of("00000000:1B:00.0", sysfs.root()), 0);  // the runtime's 8-digit domain
-  EXPECT_EQ(detail::numa_node_of("0000:9c:00.0", sysfs.root()), 1);
-  EXPECT_EQ(detail::numa_node_of("0000:c1:00.0", sysfs.root()), -1) << "no affinity on a two-node host";
-  EXPECT_EQ(detail::numa_node_of("0000:ff:00.0", sysfs.root()), -1) << "a device sysfs does not list";
-  EXPECT_EQ(detail::cpus_of_node(1, sysfs.root()), (std::vector<int>{4, 5, 6, 7, 12, 13, 14, 15}));
-  EXPECT_TRUE(detail::cpus_of_node(2, sysfs.root()).empty());
+  EXPECT_EQ(::gpuxfer::detail::numa_nodes(sysfs.root()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(::gpuxfer::detail::numa_node_of("00000000:1B:00.0", sysfs.root()), 0);  // the runtime's 8-digit domain
+  EXPECT_EQ(::gpuxfer::detail::numa_node_of("0000:9c:00.0", sysfs.root()), 1);
+  EXPECT_EQ(::gpuxfer::detail::numa_node_of("0000:c1:00.0", sysfs.root()), -1) << "no affinity on a two-node host";
+  EXPECT_EQ(::gpuxfer::detail::numa_node_of("0000:ff:00.0", sysfs.root()), -1) << "a device sysfs does not list";
+  EXPECT_EQ(::gpuxfer::detail::cpus_of_node(1, sysfs.root()), (std::vector<int>{4, 5, 6, 7, 12, 13, 14, 15}));
+  EXPECT_TRUE(::gpuxfer::detail::cpus_of_node(2, sysfs.root()).empty());
 }
 
 TEST(CpuNuma, OnAOneNodeHostEveryDeviceIsOnThatNode) {
   const FakeSysfs sysfs;
   sysfs.remove("devices/system/node/node1");
-  EXPECT_EQ(detail::numa_node_of("0000:c1:00.0", sysfs.root()), 0);
+  EXPECT_EQ(::gpuxfer::detail::numa_node_of("0000:c1:00.0", sysfs.root()), 0);
 }
 
 TEST(CpuNuma, StagingGoesWhereThePlacementSays) {
   const FakeSysfs sysfs;
   std::vector<int> device_nodes;
   for (const char* bus : {"0000:1b:00.0", "0000:9c:00.0", "0000:c1:00.0"}) {
-    device_nodes.push_back(detail::numa_node_of(bus, sysfs.root()));
+    device_nodes.push_back(::gpuxfer::detail::numa_node_of(bus, sysfs.root()));
   }
-  const std::size_t nodes = detail::numa_nodes(sysfs.root()).size();
-  EXPECT_EQ(detail::staging_nodes(device_nodes, NumaPlacement::automatic, nodes), (std::vector<int>{0, 1, -1}));
-  EXPECT_EQ(detail::staging_nodes(device_nodes, NumaPlacement::on, nodes), (std::vector<int>{0, 1, -1}));
-  EXPECT_EQ(detail::staging_nodes(device_nodes, NumaPlacement::off, nodes), (std::vector<int>{-1, -1, -1}));
+  const std::size_t nodes = ::gpuxfer::detail::numa_nodes(sysfs.root()).size();
+  EXPECT_EQ(::gpuxfer::detail::staging_nodes(device_nodes, NumaPlacement::automatic, nodes), (std::vector<int>{0, 1, -1}));
+  EXPECT_EQ(::gpuxfer::detail::staging_nodes(device_nodes, NumaPlacement::on, nodes), (std::vector<int>{0, 1, -1}));
+  EXPECT_EQ(::gpuxfer::detail::staging_nodes(device_nodes, NumaPlacement::off, nodes), (std::vector<int>{-1, -1, -1}));
   // One node: automatic leaves placement to cudaHostAlloc, on still binds.
-  EXPECT_EQ(detail::staging_nodes({0, 0}, NumaPlacement::automatic, 1), (std::vector<int>{-1, -1}));
-  EXPECT_EQ(detail::staging_nodes({0, 0}, NumaPlacement::on, 1), (std::vector<int>{0, 0}));
+  EXPECT_EQ(::gpuxfer::detail::staging_nodes({0, 0}, NumaPlacement::automatic, 1), (std::vector<int>{-1, -1}));
+  EXPECT_EQ(::gpuxfer::detail::staging_nodes({0, 0}, NumaPlacement::on, 1), (std::vector<int>{0, 0}));
 }
 
 TEST(CpuNuma, CpuListsParseAndPrintBothWays) {
-  EXPECT_EQ(detail::parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
-  EXPECT_EQ(detail::parse_cpu_list("5"), (std::vector<int>{5}));
+  EXPECT_EQ(::gpuxfer::detail::parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(::gpuxfer::detail::parse_cpu_list("5"), (std::vector<int>{5}));
   for (const char* bad : {"", "a", "3-1", "1,,2", "-1", "1-"}) {
-    EXPECT_TRUE(detail::parse_cpu_list(bad).empty()) << "'" << bad << "'";
+    EXPECT_TRUE(::gpuxfer::detail::parse_cpu_list(bad).empty()) << "'" << bad << "'";
   }
-  EXPECT_EQ(detail::format_cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
-  EXPECT_EQ(detail::format_cpu_list({}), "");
-  EXPECT_EQ(detail::format_cpu_list(detail::parse_cpu_list("0-15,32-47")), "0-15,32-47");
+  EXPECT_EQ(::gpuxfer::detail::format_cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(::gpuxfer::detail::format_cpu_list({}), "");
+  EXPECT_EQ(::gpuxfer::detail::format_cpu_list(::gpuxfer::detail::parse_cpu_list("0-15,32-47")), "0-15,32-47");
 }
 
 TEST(CpuNuma, TheEnvironmentChoosesThePlacement) {

@@ -12,7 +12,7 @@
 namespace gpuxfer::test {
 namespace {
 
-using detail::CopyKernel;
+using ::gpuxfer::detail::CopyKernel;
 
 std::byte byte_at(std::size_t i) { return static_cast<std::byte>((i * 131 + (i >> 9)) & 0xFF); }
 
@@ -20,7 +20,7 @@ class CpuStreamingCopy : public ::testing::TestWithParam<CopyKernel> {};
 
 TEST_P(CpuStreamingCopy, CopiesEveryByteAtEveryAlignment) {
   constexpr std::size_t guard = 64;
-  const std::size_t big = detail::streaming_min_bytes;
+  const std::size_t big = ::gpuxfer::detail::streaming_min_bytes;
   for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{255}, big - 1, big, big + 1,
                                   big + 127, big + 255, 3 * big + 4097}) {
     for (const std::size_t dst_offset : {0, 1, 31, 32, 63}) {
@@ -28,12 +28,12 @@ TEST_P(CpuStreamingCopy, CopiesEveryByteAtEveryAlignment) {
         std::vector<std::byte> src(bytes + src_offset + guard);
         for (std::size_t i = 0; i < src.size(); ++i) src[i] = byte_at(i);
         std::vector<std::byte> dst(bytes + dst_offset + 2 * guard, std::byte{0xA5});
-        detail::copy_with(GetParam(), dst.data() + guard + dst_offset, src.data() + src_offset, bytes);
+        ::gpuxfer::detail::copy_with(GetParam(), dst.data() + guard + dst_offset, src.data() + src_offset, bytes);
         std::size_t wrong = 0;
         for (std::size_t i = 0; i < bytes; ++i) wrong += dst[guard + dst_offset + i] != src[src_offset + i];
         for (std::size_t i = 0; i < guard + dst_offset; ++i) wrong += dst[i] != std::byte{0xA5};
         for (std::size_t i = guard + dst_offset + bytes; i < dst.size(); ++i) wrong += dst[i] != std::byte{0xA5};
-        ASSERT_EQ(wrong, 0u) << detail::to_string(GetParam()) << ": " << bytes << " bytes, dst + " << dst_offset
+        ASSERT_EQ(wrong, 0u) << ::gpuxfer::detail::to_string(GetParam()) << ": " << bytes << " bytes, dst + " << dst_offset
                              << ", src + " << src_offset;
       }
     }
@@ -41,15 +41,15 @@ TEST_P(CpuStreamingCopy, CopiesEveryByteAtEveryAlignment) {
 }
 
 TEST_P(CpuStreamingCopy, TheChosenKernelIsNamed) {
-  const std::string_view name = detail::to_string(detail::copy_kernel());
+  const std::string_view name = ::gpuxfer::detail::to_string(::gpuxfer::detail::copy_kernel());
   EXPECT_TRUE(name == "libc" || name == "avx2" || name == "avx512") << name;
-  EXPECT_FALSE(detail::to_string(GetParam()).empty());
+  EXPECT_FALSE(::gpuxfer::detail::to_string(GetParam()).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuStreamingCopy,
                          ::testing::Values(CopyKernel::libc, CopyKernel::avx2, CopyKernel::avx512),
                          [](const ::testing::TestParamInfo<CopyKernel>& info) {
-                           return std::string(detail::to_string(info.param));
+                           return std::string(::gpuxfer::detail::to_string(info.param));
                          });
 
 }  // namespace

@@ -26,7 +26,8 @@ using Json = nlohmann::ordered_json;
 Json options_json(const Options& o) {
   return Json{{"devices", o.devices},         {"enable_peer_access", o.enable_peer_access},
               {"enable_nccl", o.enable_nccl}, {"pool_limit_bytes", o.pool_limit_bytes},
-              {"chunk_bytes", o.chunk_bytes}, {"host_threads", o.host_threads}};
+              {"chunk_bytes", o.chunk_bytes}, {"host_threads", o.host_threads},
+              {"numa", std::string(to_string(o.numa))}};
 }
 
 Json topo_json(const MultiGpuManager& m) {
@@ -39,6 +40,8 @@ Json topo_json(const MultiGpuManager& m) {
              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
              {"pci_bus_id", d.pci_bus_id},
              {"numa_node", d.numa_node},
+             {"numa_cpus", d.numa_cpus},
+             {"staging_node", d.staging_node},
              {"copy_engines", d.copy_engines},
              {"multiprocessors", d.multiprocessors}});
   }
@@ -79,6 +82,18 @@ void print_devices(const MultiGpuManager& m) {
                 format_bytes(d.total_memory).c_str(), cc.c_str(), d.pci_bus_id.c_str(), numa.c_str(),
                 d.multiprocessors, d.copy_engines);
   }
+  std::printf("\nplacement (Options::numa = %s): where each device's pinned staging and host copy threads live\n",
+              std::string(to_string(m.options().numa)).c_str());
+  for (std::size_t i = 0; i < m.device_count(); ++i) {
+    const DeviceInfo& d = m.device(i);
+    if (d.staging_node >= 0) {
+      std::printf("dev%-3zu staging on NUMA node %d, copy threads on CPUs %s\n", i, d.staging_node,
+                  d.numa_cpus.empty() ? "?" : d.numa_cpus.c_str());
+    } else {
+      std::printf("dev%-3zu staging where cudaHostAlloc puts it, copy threads unpinned%s\n", i,
+                  d.numa_node >= 0 ? " (one NUMA node, or placement off)" : " (NUMA node unknown)");
+    }
+  }
 }
 
 void print_links(const MultiGpuManager& m) {
@@ -105,9 +120,9 @@ void print_footer(const MultiGpuManager& m) {
   std::printf("\nNCCL: %s\n", m.nccl_available()
                                   ? ("available, version " + nccl_version_string(m.nccl_version())).c_str()
                                   : (o.enable_nccl ? "not available" : "disabled (GPUXFER_NCCL)"));
-  std::printf("options: peer access %s, pool limit %s, chunk %s, host threads %u\n",
+  std::printf("options: peer access %s, pool limit %s, chunk %s, host threads %u, numa %s\n",
               o.enable_peer_access ? "on" : "off", format_bytes(o.pool_limit_bytes).c_str(),
-              format_bytes(o.chunk_bytes).c_str(), o.host_threads);
+              format_bytes(o.chunk_bytes).c_str(), o.host_threads, std::string(to_string(o.numa)).c_str());
 }
 
 }  // namespace

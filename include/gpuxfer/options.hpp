@@ -50,7 +50,8 @@ struct Options {
   bool enable_peer_access = true;
   /// Use NCCL for device-rooted broadcasts when it is available.
   bool enable_nccl = true;
-  /// Upper bound on pinned host memory held by the staging pool (in use plus cached).
+  /// Upper bound on pinned host memory held by the staging pool (in use plus cached); at least
+  /// min_pool_chunks x chunk_bytes.
   std::size_t pool_limit_bytes = std::size_t{16} << 30;
   /// Chunk size of the pipelined paths (host staging, scatter/all-gather broadcast).
   std::size_t chunk_bytes = std::size_t{8} << 20;
@@ -58,6 +59,10 @@ struct Options {
   unsigned host_threads = default_host_threads();
   /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads threads).
   NumaPlacement numa = NumaPlacement::automatic;
+
+  /// The chunks a pipelined path keeps in flight at most (a pageable broadcast: 4; a staged copy: 3), so
+  /// the least pool_limit_bytes may hold.
+  static constexpr std::size_t min_pool_chunks = 4;
 
   /// Built-in defaults overridden by the GPUXFER_* variables of the process environment.
   /// @throws Error(Errc::invalid_option) naming the variable when a value does not parse or is out of range

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/options.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 
 #include "engine/operation_state.hpp"
@@ -24,6 +25,8 @@ inline constexpr std::size_t gpu_ring_slots = 3;
 /// Slots of a ring that host threads fill (pageable broadcast): one more, so that the host's copy of a
 /// chunk never waits for the upload just queued.
 inline constexpr std::size_t host_ring_slots = 4;
+static_assert(gpu_ring_slots <= Options::min_pool_chunks && host_ring_slots <= Options::min_pool_chunks,
+              "Options::validate must refuse a pool too small for a ring");
 
 /// One chunk of a pipelined transfer: bytes [offset, offset + size) of the whole, staged at @p slot.
 struct Chunk {

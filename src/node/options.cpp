@@ -138,9 +138,10 @@ void Options::validate() const {
   if (chunk_bytes < 4096) {
     bad_option("chunk_bytes must be at least 4096, got " + std::to_string(chunk_bytes));
   }
-  if (pool_limit_bytes < chunk_bytes) {
-    bad_option("pool_limit_bytes (" + std::to_string(pool_limit_bytes) + ") must be at least chunk_bytes (" +
-               std::to_string(chunk_bytes) + ")");
+  if (pool_limit_bytes / min_pool_chunks < chunk_bytes) {
+    bad_option("pool_limit_bytes (" + std::to_string(pool_limit_bytes) + ") must be at least " +
+               std::to_string(min_pool_chunks) + " x chunk_bytes (" + std::to_string(min_pool_chunks) + " x " +
+               std::to_string(chunk_bytes) + "): a pageable broadcast keeps that many chunks in flight");
   }
   if (host_threads == 0 || host_threads > 256) {
     bad_option("host_threads must be in 1..256, got " + std::to_string(host_threads));

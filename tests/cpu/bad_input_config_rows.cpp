@@ -41,13 +41,13 @@ std::vector<BadOption> bad_options() {
        {"chunk_bytes must be at least 4096, got 4095"}},
       {"pool_limit_zero",
        [](Options& o) { o.pool_limit_bytes = 0; },
-       {"pool_limit_bytes (0) must be at least chunk_bytes (8388608)"}},
+       {"pool_limit_bytes (0) must be at least 4 x chunk_bytes (4 x 8388608)"}},
       {"pool_limit_below_the_chunk",
        [](Options& o) {
          o.chunk_bytes = std::size_t{4} << 20;
          o.pool_limit_bytes = o.chunk_bytes - 1;
        },
-       {"pool_limit_bytes (4194303) must be at least chunk_bytes (4194304)"}},
+       {"pool_limit_bytes (4194303) must be at least 4 x chunk_bytes (4 x 4194304)"}},
       {"host_threads_zero",
        [](Options& o) { o.host_threads = 0; },
        {"host_threads must be in 1..256, got 0"}},

@@ -118,14 +118,14 @@ TEST(ApplyEnv, HostThreads) {
 TEST(ApplyEnv, SeveralVariablesTogether) {
   const Options opts = apply({{"GPUXFER_MIN_DEVICES", "0"},
                               {"GPUXFER_CHUNK_BYTES", "2M"},
-                              {"GPUXFER_POOL_LIMIT", "2M"},
+                              {"GPUXFER_POOL_LIMIT", "8M"},
                               {"GPUXFER_HOST_THREADS", "3"},
                               {"GPUXFER_PEER_ACCESS", "no"},
                               {"GPUXFER_NCCL", "false"},
                               {"GPUXFER_DEVICES", "1,0"}});
   EXPECT_EQ(opts.min_devices, 0);
   EXPECT_EQ(opts.chunk_bytes, std::size_t{2} << 20);
-  EXPECT_EQ(opts.pool_limit_bytes, std::size_t{2} << 20);
+  EXPECT_EQ(opts.pool_limit_bytes, std::size_t{8} << 20);
   EXPECT_EQ(opts.host_threads, 3u);
   EXPECT_FALSE(opts.enable_peer_access);
   EXPECT_FALSE(opts.enable_nccl);

@@ -39,7 +39,7 @@ TEST(Options, BoundaryValuesAreValid) {
   Options opts;
   opts.min_devices = 0;
   opts.chunk_bytes = 4096;
-  opts.pool_limit_bytes = 4096;  // equal to the chunk
+  opts.pool_limit_bytes = Options::min_pool_chunks * 4096;  // just the chunks a pipeline holds
   opts.host_threads = 1;
   EXPECT_NO_THROW(opts.validate());
   opts.host_threads = 256;
@@ -65,6 +65,21 @@ TEST(Options, PoolLimitBelowOneChunkIsRejected) {
   opts.chunk_bytes = std::size_t{8} << 20;
   opts.pool_limit_bytes = opts.chunk_bytes - 1;
   EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "pool_limit_bytes"));
+}
+
+// A pageable broadcast keeps 4 chunks in flight and a staged copy 3: a limit that holds fewer would fail
+// every such operation with out_of_memory, so it is refused up front (issue 10 (h)).
+TEST(Options, PoolLimitBelowThePipelinesChunksIsRejected) {
+  Options opts;
+  opts.chunk_bytes = std::size_t{8} << 20;
+  for (const std::size_t chunks : {1, 2, 3}) {
+    opts.pool_limit_bytes = chunks * opts.chunk_bytes;
+    EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "pool_limit_bytes",
+                             "4 x chunk_bytes"))
+        << chunks << " chunks";
+  }
+  opts.pool_limit_bytes = 4 * opts.chunk_bytes;
+  EXPECT_NO_THROW(opts.validate());
 }
 
 TEST(Options, HostThreadsOutOfRangeAreRejected) {

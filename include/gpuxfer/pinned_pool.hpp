@@ -27,9 +27,11 @@ struct PoolStats {
 };
 
 /// Pinned host memory (cudaHostAlloc, portable), cached and reused across calls so that no transfer
-/// pays for page-locking after warm-up. Thread-safe. Blocks are rounded up to size classes at most 1/8
-/// larger than asked for. A block given back with an event returns to the cache only once that event has
-/// completed, so the GPU never touches memory that another lease owns.
+/// pays for page-locking after warm-up. Thread-safe, and no lock is held while CUDA allocates, frees or
+/// waits: one thread's allocation never stalls another's lease from the cache. New blocks are rounded up
+/// to size classes at most 1/8 larger than asked for; a cached block up to twice that serves a request
+/// rather than being freed for a new one. A block given back with an event returns to the cache only once
+/// that event has completed, so the GPU never touches memory that another lease owns.
 class PinnedPool {
  public:
   /// A pool that holds at most @p limit_bytes of pinned memory.

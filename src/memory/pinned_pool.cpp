@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -71,33 +72,49 @@ void PoolState::sweep_locked() noexcept {
   }
 }
 
-void PoolState::free_idle_locked(std::size_t target_total) noexcept {
+std::vector<std::pair<PoolState::Key, std::byte*>> PoolState::take_idle_locked(std::size_t target_total) {
+  std::vector<std::pair<Key, std::byte*>> taken;
   // Largest blocks first: fewest frees to get under the target.
   while (!idle.empty() && total_locked() > target_total) {
     auto largest = std::max_element(idle.begin(), idle.end(),
                                     [](const auto& a, const auto& b) { return a.first.second < b.first.second; });
-    release(largest->second, largest->first);
+    taken.emplace_back(largest->first, largest->second);
     counters.cached -= largest->first.second;
     idle.erase(largest);
   }
+  return taken;
 }
 
-std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node) {
+void PoolState::release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) noexcept {
+  for (const auto& [key, block] : blocks) release(block, key);
+}
+
+PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node) {
   std::unique_lock lock(mutex);
   sweep_locked();
-  if (auto it = idle.find(Key{node, block_bytes}); it != idle.end()) {
-    std::byte* block = it->second;
+  // The smallest cached block of this node that holds the request and wastes at most as much again.
+  const auto reuse = [&]() -> std::optional<Lease> {
+    auto it = idle.lower_bound(Key{node, block_bytes});
+    if (it == idle.end() || it->first.first != node || it->first.second / 2 > block_bytes) return std::nullopt;
+    const Lease found{it->second, it->first.second};
     idle.erase(it);
-    counters.cached -= block_bytes;
-    counters.in_use += block_bytes;
+    counters.cached -= found.block_bytes;
+    counters.in_use += found.block_bytes;
     counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
     ++counters.reuses;
-    return block;
-  }
+    return found;
+  };
+  if (auto found = reuse()) return *found;
   if (counters.pending > 0 && counters.in_use + counters.pending + block_bytes > limit) {
-    // Blocks of dropped handles whose copies are still finishing: wait for them rather than fail.
-    for (auto& p : pending) (void)cudaEventSynchronize(p.after->get());
+    // Blocks of dropped handles whose copies are still finishing: wait for them, without the lock,
+    // rather than fail.
+    std::vector<SharedEvent> waits;
+    for (const Pending& p : pending) waits.push_back(p.after);
+    lock.unlock();
+    for (const SharedEvent& e : waits) (void)cudaEventSynchronize(e->get());
+    lock.lock();
     sweep_locked();
+    if (auto found = reuse()) return *found;
   }
   if (block_bytes > limit || counters.in_use + counters.pending + block_bytes > limit) {
     throw Error(Errc::out_of_memory, "pinned pool limit of " + std::to_string(limit) + " bytes reached: " +
@@ -106,16 +123,27 @@ std::byte* PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node
                                          std::to_string(bytes) + " (raise Options::pool_limit_bytes or "
                                          "GPUXFER_POOL_LIMIT)");
   }
-  free_idle_locked(limit - block_bytes);
-  // Pinning is slow (about 150 ms per 256 MiB with cudaHostAlloc); keep the lock so two threads don't
-  // both pay for a block that one of them could have reused.
-  std::byte* block = allocate(block_bytes, node);
-  ++counters.allocations;
+  const auto unneeded = take_idle_locked(limit - block_bytes);
+  // The new block counts as in use from here, so no other lease can pass the limit meanwhile; pinning
+  // is slow (about 150 ms per 256 MiB with cudaHostAlloc) and runs without the lock.
   counters.in_use += block_bytes;
   counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
+  lock.unlock();
+  release_all(unneeded);
+  std::byte* block = nullptr;
+  try {
+    block = allocate(block_bytes, node);
+  } catch (...) {
+    lock.lock();
+    counters.in_use -= block_bytes;
+    throw;
+  }
+  lock.lock();
+  ++counters.allocations;
+  lock.unlock();
   GPUXFER_LOG(debug, "pinned pool allocated " + std::to_string(block_bytes) + " bytes" +
                          (node >= 0 ? " on NUMA node " + std::to_string(node) : std::string{}));
-  return block;
+  return {block, block_bytes};
 }
 
 void PoolState::give_back(std::byte* block, std::size_t block_bytes, int node) noexcept {
@@ -147,9 +175,17 @@ void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int n
 }
 
 void PoolState::trim() noexcept {
-  std::lock_guard lock(mutex);
-  sweep_locked();
-  free_idle_locked(0);
+  std::vector<std::pair<Key, std::byte*>> unneeded;
+  {
+    std::lock_guard lock(mutex);
+    sweep_locked();
+    try {
+      unneeded = take_idle_locked(0);
+    } catch (...) {  // no memory for the list: leave the cache as it is
+      return;
+    }
+  }
+  release_all(unneeded);
 }
 
 PoolStats PoolState::stats() noexcept {
@@ -195,8 +231,8 @@ HostBuffer PinnedPool::acquire(std::size_t bytes, int numa_node) {
                                          std::to_string(std::numeric_limits<std::size_t>::max() / 2) + ")");
   }
   const std::size_t block_bytes = detail::PoolState::size_class(bytes);
-  std::byte* block = state_->lease(block_bytes, bytes, numa_node);
-  return HostBuffer(state_, block, block_bytes, bytes, numa_node);
+  const detail::PoolState::Lease lease = state_->lease(block_bytes, bytes, numa_node);
+  return HostBuffer(state_, lease.block, lease.block_bytes, bytes, numa_node);
 }
 
 void PinnedPool::trim() { state_->trim(); }

@@ -23,9 +23,15 @@ struct PoolState {
   /// The block size a request of @p bytes is served with: at most 1/8 more, 4 KiB granules at least.
   [[nodiscard]] static std::size_t size_class(std::size_t bytes) noexcept;
 
-  /// A leased block of size_class(bytes) on NUMA node @p node (-1: wherever cudaHostAlloc puts it).
+  /// A leased block on NUMA node @p node (-1: wherever cudaHostAlloc puts it): a cached one of
+  /// between @p block_bytes (size_class(bytes)) and twice that, else a new one of block_bytes. No lock is
+  /// held while CUDA allocates, frees or waits, so one thread's allocation stalls no other lease.
+  struct Lease {
+    std::byte* block;
+    std::size_t block_bytes;
+  };
   /// @throws Error(Errc::out_of_memory)
-  std::byte* lease(std::size_t block_bytes, std::size_t bytes, int node);
+  Lease lease(std::size_t block_bytes, std::size_t bytes, int node);
   /// Back to the cache at once.
   void give_back(std::byte* block, std::size_t block_bytes, int node) noexcept;
   /// Back to the cache once @p after has completed.
@@ -53,7 +59,10 @@ struct PoolState {
 
  private:
   void sweep_locked() noexcept;
-  void free_idle_locked(std::size_t target_total) noexcept;
+  /// Takes idle blocks out of the cache, largest first, until in use + cached + pending is at most
+  /// @p target_total; the caller releases them once the lock is let go.
+  std::vector<std::pair<Key, std::byte*>> take_idle_locked(std::size_t target_total);
+  static void release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) noexcept;
   [[nodiscard]] std::size_t total_locked() const noexcept {
     return counters.in_use + counters.cached + counters.pending;
   }

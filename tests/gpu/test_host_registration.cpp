@@ -92,6 +92,22 @@ TEST_P(GpuHostRegistrationBySize, GatherSlicesIntoRegisteredMemoryIsCorrect) {
 INSTANTIATE_TEST_SUITE_P(Bytes, GpuHostRegistrationBySize, ::testing::Values(1, 4095, kMiB + 7, 64 * kMiB),
                          size_param_name);
 
+TEST_F(GpuHostRegistration, CudaHostAllocMemoryIsDirectWithoutARegistration) {
+  const std::size_t bytes = 3 * kMiB + 1;
+  register_pattern(0, bytes);
+  const PinnedMemory out(bytes + 4096);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  const std::size_t before = leases(manager().pinned_pool());
+  (void)xfer().gather_into(out.span().subspan(1, bytes), std::nullopt);
+  EXPECT_EQ(leases(manager().pinned_pool()), before) << "gather_into staged memory cudaHostAlloc made";
+  EXPECT_TRUE(host_matches(out.span().subspan(1, bytes), seed(0), 0, "cudaHostAlloc output"));
+  const std::vector<std::byte> data = pattern_bytes(bytes, other_seed(0));
+  std::copy(data.begin(), data.end(), out.span().begin());
+  xfer().broadcast(out.span().first(bytes));
+  EXPECT_EQ(leases(manager().pinned_pool()), before) << "broadcast staged memory cudaHostAlloc made";
+  EXPECT_TRUE(device_matches(ordinal(0), memory_[0].get(), bytes, other_seed(0), 0, "broadcast from cudaHostAlloc memory"));
+}
+
 TEST_F(GpuHostRegistration, ARegistrationThatEndsInsideTheRangeIsStaged) {
   const std::size_t bytes = 4 * kMiB + 3;
   register_pattern(0, bytes);

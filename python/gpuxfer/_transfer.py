@@ -40,16 +40,24 @@ class Transfer(_gpuxfer._Transfer):
         memory = device_memory(out)
         return self._gather_to_device(dst_device, memory.ptr, memory.nbytes)
 
-    def gather_slices(self, slices: Iterable[tuple[int, Any]], out: Any) -> int:
-        """Gathers ``(device, tensor)`` pieces into the host array ``out``, back to back in the order given;
-        returns the bytes written. Orders nothing: the producers of the slices must be done."""
+    def gather_slices(self, slices: Iterable[Any], out: Any) -> int:
+        """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
+        the order given; returns the bytes written. A bare tensor's device is the manager's device of its
+        DLPack device id. Orders nothing: the producers of the slices must be done."""
+        ordinals = None
         ranges = []
         for entry in slices:
-            try:
-                device, tensor = entry
-            except (TypeError, ValueError) as error:
-                raise InvalidArgumentError(f"gather_slices: expected (device, tensor) pairs, got {entry!r}") from error
+            device, tensor = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
             memory = device_memory(tensor)
+            if device is None:
+                if ordinals is None:
+                    ordinals = [info.ordinal for info in self.manager.devices]
+                if memory.device_id not in ordinals:
+                    raise InvalidArgumentError(
+                        f"gather_slices: cannot tell the device of a {type(tensor).__name__} "
+                        f"(CUDA device {memory.device_id}): pass (device, tensor)"
+                    )
+                device = ordinals.index(memory.device_id)
             ranges.append((device, memory.ptr, memory.nbytes))
         return self._gather_slices(ranges, out)
 

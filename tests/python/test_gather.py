@@ -162,6 +162,9 @@ def test_gather_slices_packs_pieces_in_order(manager, lib):
     assert transfer.gather_slices(slices, out) == expected.size
     np.testing.assert_array_equal(out[: expected.size], expected)
     assert (out[expected.size :] == POISON).all()
+    out[:] = POISON  # bare tensors: the device from their DLPack device id
+    assert transfer.gather_slices([tensor for _, tensor in slices], out) == expected.size
+    np.testing.assert_array_equal(out[: expected.size], expected)
 
 
 def test_two_threads_gather_at_once(manager, lib):

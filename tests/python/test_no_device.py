@@ -74,3 +74,8 @@ def test_host_arguments_are_checked(transfer):
 def test_register_host_needs_the_driver():
     with pytest.raises(gpuxfer.NoDeviceError):
         gpuxfer.register_host(np.zeros(4096, np.uint8))
+
+
+def test_gather_slices_needs_a_device_it_can_tell(transfer):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match=r"pass \(device, tensor\)"):
+        transfer.gather_slices([FakeCudaArray()], np.zeros(16, np.uint8))

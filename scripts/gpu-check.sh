@@ -229,6 +229,21 @@ if ((run_default)); then
     while IFS= read -r reason; do summary+=("  $reason"); done < <(
       grep -E '^SKIPPED \[' "$work/pytest.log" | sed -E 's/^SKIPPED \[([0-9]+)\] (tests\/python\/)?([^:]+:[0-9]+): /skipped \1 (\3): /' | head -n 15)
     ((pytest_rc == 0)) || failures+=("python tests")
+
+    # Python against C++ (the bench's JSON above) for the same operations; informational for now.
+    section "python bench (short)"
+    cpp_json=()
+    [[ -s $logs/bench.json ]] && cpp_json=(--cpp "$logs/bench.json")
+    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 benchmarks/python/gpuxfer_python.py \
+      --short "${cpp_json[@]}" >"$work/python-bench.log" 2>&1
+    pybench_rc=$?
+    {
+      printf '\n=== python bench (benchmarks/python/gpuxfer_python.py --short)\n'
+      cat "$work/python-bench.log"
+    } >>"$logs/bench.log"
+    sed -n '/^# Python against C++/,$p' "$work/python-bench.log"
+    summary+=("python bench: exit code $pybench_rc (informational; bench.log): $(tail -n 1 "$work/python-bench.log")")
+    while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^  py_gather +(4096|268435456) ' "$work/python-bench.log")
   fi
 fi
 

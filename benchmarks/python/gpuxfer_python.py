@@ -68,8 +68,11 @@ def gather_into(kind):
         bench.registered(srcs)
         out = bench.host_memory(kind, size * len(bench.devices))
         seconds, _ = timed(lambda: bench.transfer.gather_into(out))
-        return seconds, sum(bench.wrong_host(out[k * size:(k + 1) * size], bench.seed(d), d, size)
-                            for k, d in enumerate(bench.devices))
+        return seconds, sum(
+            bench.wrong_host(out[k * size : (k + 1) * size], bench.seed(d), d, size)
+            for k, d in enumerate(bench.devices)
+        )
+
     return op
 
 
@@ -80,17 +83,23 @@ def op_gather_to_device(bench, size):
     out = bench.torch.full((size * len(srcs),), POISON, dtype=bench.torch.uint8, device=f"cuda:{root}")
     bench.sync()
     seconds, _ = timed(lambda: bench.transfer.gather_to_device(0, out))
-    return seconds, sum(bench.wrong(out[k * size:(k + 1) * size], bench.seed(d), root, size)
-                        for k, d in enumerate(bench.devices))
+    return seconds, sum(
+        bench.wrong(out[k * size : (k + 1) * size], bench.seed(d), root, size)
+        for k, d in enumerate(bench.devices)
+    )
 
 
 def broadcast(pinned):
     def op(bench, size):
-        outs = [bench.torch.full((size,), POISON, dtype=bench.torch.uint8, device=f"cuda:{d}") for d in bench.devices]
+        outs = [
+            bench.torch.full((size,), POISON, dtype=bench.torch.uint8, device=f"cuda:{d}")
+            for d in bench.devices
+        ]
         bench.registered(outs)
         host, seed = bench.host_source(size, pinned)
         seconds, _ = timed(lambda: bench.transfer.broadcast(host))
         return seconds, sum(bench.wrong(o, seed, d, size) for o, d in zip(outs, bench.devices))
+
     return op
 
 
@@ -118,15 +127,47 @@ EVERY = lambda s, n: s * n  # noqa: E731 - bytes = size x devices
 ONE = lambda s, n: s  # noqa: E731 - bytes = size
 # name, function, compare_to (the C++ bench's op), bytes(size, devices), devices needed, what
 OPS = [
-    ("py_gather", op_gather, "gather", EVERY, 1, "transfer.gather_all(): numpy arrays over pinned HostBuffers"),
-    ("py_gather_registered", gather_into("registered"), "gather_registered", EVERY, 1,
-     "transfer.gather_into(numpy array registered with gpuxfer.register_host)"),
-    ("py_gather_pageable", gather_into("pageable"), "gather_pageable", EVERY, 1,
-     "transfer.gather_into(pageable numpy array)"),
-    ("py_gather_to_device", op_gather_to_device, "gather_to_device", EVERY, 1,
-     "transfer.gather_to_device(0, cuda tensor)"),
+    (
+        "py_gather",
+        op_gather,
+        "gather",
+        EVERY,
+        1,
+        "transfer.gather_all(): numpy arrays over pinned HostBuffers",
+    ),
+    (
+        "py_gather_registered",
+        gather_into("registered"),
+        "gather_registered",
+        EVERY,
+        1,
+        "transfer.gather_into(numpy array registered with gpuxfer.register_host)",
+    ),
+    (
+        "py_gather_pageable",
+        gather_into("pageable"),
+        "gather_pageable",
+        EVERY,
+        1,
+        "transfer.gather_into(pageable numpy array)",
+    ),
+    (
+        "py_gather_to_device",
+        op_gather_to_device,
+        "gather_to_device",
+        EVERY,
+        1,
+        "transfer.gather_to_device(0, cuda tensor)",
+    ),
     ("py_bcast_pinned", broadcast(True), "bcast_pinned", ONE, 1, "transfer.broadcast(pinned CPU tensor)"),
-    ("py_bcast_pageable", broadcast(False), "bcast_pageable", ONE, 1, "transfer.broadcast(pageable CPU tensor)"),
+    (
+        "py_bcast_pageable",
+        broadcast(False),
+        "bcast_pageable",
+        ONE,
+        1,
+        "transfer.broadcast(pageable CPU tensor)",
+    ),
     ("py_copy_peer", op_copy, "copy_peer", ONE, 2, "transfer.copy_device_buffer(0, 1), automatic path"),
     ("py_bcast_device", op_bcast_device, "bcast_device", ONE, 2, "transfer.broadcast_from_device(0)"),
 ]
@@ -144,11 +185,27 @@ def compare(py_results, cpp_results):
         ratio = c["time_us"] / r["time_us"] if r["time_us"] > 0 else 0.0
         most_above, least_ratio = TARGETS.get((r["compare_to"], r["size"]), (None, None))
         met = (most_above is None or above_us <= most_above) and (least_ratio is None or ratio >= least_ratio)
-        target = " and ".join(t for t in (f"<= {most_above} us above" if most_above is not None else "",
-                                          f">= {least_ratio} x" if least_ratio is not None else "") if t)
-        rows.append({"op": r["op"], "cpp_op": r["compare_to"], "size": r["size"], "py_us": r["time_us"],
-                     "cpp_us": c["time_us"], "above_us": above_us, "ratio": ratio, "target": target or None,
-                     "met": met})
+        target = " and ".join(
+            t
+            for t in (
+                f"<= {most_above} us above" if most_above is not None else "",
+                f">= {least_ratio} x" if least_ratio is not None else "",
+            )
+            if t
+        )
+        rows.append(
+            {
+                "op": r["op"],
+                "cpp_op": r["compare_to"],
+                "size": r["size"],
+                "py_us": r["time_us"],
+                "cpp_us": c["time_us"],
+                "above_us": above_us,
+                "ratio": ratio,
+                "target": target or None,
+                "met": met,
+            }
+        )
     return rows
 
 
@@ -196,10 +253,24 @@ def run(bench, args):
                 continue
             b = nbytes(size, len(bench.devices))
             wrong_total += wrong
-            print(f"  {size:12d} {b:13d} {med * 1e6:12.2f} {b / med / 1e9:10.2f} {wrong:8d}{'  WRONG DATA' if wrong else ''}")
-            results.append({"op": name, "kind": "python", "compare_to": compare_to, "size": size, "bytes": b,
-                            "time_us": med * 1e6, "min_us": lo * 1e6, "max_us": hi * 1e6, "gbps": b / med / 1e9,
-                            "wrong": wrong, "samples": args.iters})
+            print(
+                f"  {size:12d} {b:13d} {med * 1e6:12.2f} {b / med / 1e9:10.2f} {wrong:8d}{'  WRONG DATA' if wrong else ''}"
+            )
+            results.append(
+                {
+                    "op": name,
+                    "kind": "python",
+                    "compare_to": compare_to,
+                    "size": size,
+                    "bytes": b,
+                    "time_us": med * 1e6,
+                    "min_us": lo * 1e6,
+                    "max_us": hi * 1e6,
+                    "gbps": b / med / 1e9,
+                    "wrong": wrong,
+                    "samples": args.iters,
+                }
+            )
             sys.stdout.flush()
     return results, waived, failed, wrong_total
 
@@ -218,25 +289,42 @@ def main(argv):
         print(f"gpuxfer_python: {e}", file=sys.stderr)
         return 2
     info = dict(runner_info(torch, bench.devices), gpuxfer_version=gpuxfer.__version__)
-    print(f"# gpuxfer_python {gpuxfer.__version__}, {info['date']}: torch {info['torch_version']}, "
-          f"{len(bench.devices)} devices: {', '.join(info['names'])}")
+    print(
+        f"# gpuxfer_python {gpuxfer.__version__}, {info['date']}: torch {info['torch_version']}, "
+        f"{len(bench.devices)} devices: {', '.join(info['names'])}"
+    )
     print(f"# warm-up {args.warmup}, median of {args.iters}; {CONVENTION}")
     results, waived, failed, wrong = run(bench, args)
     rows = []
     if args.cpp:
         with open(args.cpp) as f:
             rows = compare(results, json.load(f).get("results", []))
-        print(f"#\n# Python against C++ ({args.cpp})\n# {'op':<22} {'size':>10} {'py(us)':>10} {'C++(us)':>10} "
-              f"{'above(us)':>10} {'ratio':>7}  target")
+        print(
+            f"#\n# Python against C++ ({args.cpp})\n# {'op':<22} {'size':>10} {'py(us)':>10} {'C++(us)':>10} "
+            f"{'above(us)':>10} {'ratio':>7}  target"
+        )
         for r in rows:
-            print(f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
-                  f"{r['ratio']:7.3f}  {r['target'] or ''}{'' if r['met'] else '  MISSED'}")
+            print(
+                f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
+                f"{r['ratio']:7.3f}  {r['target'] or ''}{'' if r['met'] else '  MISSED'}"
+            )
     ok = wrong == 0 and not failed and all(r["met"] for r in rows)
-    print(f"#\n# gpuxfer_python: {'OK' if ok else 'FAILED'}: {wrong} wrong bytes, {len(failed)} failed, "
-          f"{len(waived)} waived, {sum(not r['met'] for r in rows)} targets missed")
+    print(
+        f"#\n# gpuxfer_python: {'OK' if ok else 'FAILED'}: {wrong} wrong bytes, {len(failed)} failed, "
+        f"{len(waived)} waived, {sum(not r['met'] for r in rows)} targets missed"
+    )
     if args.json:
-        doc = {"schema": "gpuxfer-bench/1", "tool": "gpuxfer_python", "convention": CONVENTION, "runner": info,
-               "results": results, "waived": waived, "failed": failed, "versus_cpp": rows, "wrong": wrong}
+        doc = {
+            "schema": "gpuxfer-bench/1",
+            "tool": "gpuxfer_python",
+            "convention": CONVENTION,
+            "runner": info,
+            "results": results,
+            "waived": waived,
+            "failed": failed,
+            "versus_cpp": rows,
+            "wrong": wrong,
+        }
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")

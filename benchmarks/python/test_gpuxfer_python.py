@@ -31,8 +31,10 @@ class CompareTest(unittest.TestCase):
         self.assertTrue(fast["met"])
 
     def test_rows_without_a_cpp_counterpart_or_target_are_informational(self):
-        rows = compare([row("py_bcast_pinned", 1 << 20, 30.0, "bcast_pinned"), row("py_gather", 8192, 5.0, "gather")],
-                       [row("bcast_pinned", 1 << 20, 29.0), row("ceiling_d2h_one", 8192, 1.0)])
+        rows = compare(
+            [row("py_bcast_pinned", 1 << 20, 30.0, "bcast_pinned"), row("py_gather", 8192, 5.0, "gather")],
+            [row("bcast_pinned", 1 << 20, 29.0), row("ceiling_d2h_one", 8192, 1.0)],
+        )
         self.assertEqual([r["op"] for r in rows], ["py_bcast_pinned"])
         self.assertTrue(rows[0]["met"])
         self.assertIsNone(rows[0]["target"])

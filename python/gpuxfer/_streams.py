@@ -25,9 +25,7 @@ def stream_handle(stream: Any) -> int:
     if protocol is not None:
         value = protocol() if callable(protocol) else protocol
         if not (isinstance(value, tuple) and len(value) == 2):
-            raise InvalidArgumentError(
-                f"stream: __cuda_stream__ gave {value!r}, expected (version, handle)"
-            )
+            raise InvalidArgumentError(f"stream: __cuda_stream__ gave {value!r}, expected (version, handle)")
         return _checked(value[1], "__cuda_stream__")
     for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
         value = getattr(stream, attribute, None)

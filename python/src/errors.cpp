@@ -38,7 +38,8 @@ void bind_errors(nb::module_& m) {
   });
   // A way to see the translation work without a GPU (tests/python/test_errors.py).
   m.def(
-      "_raise", [](const std::string& code, const std::string& message) {
+      "_raise",
+      [](const std::string& code, const std::string& message) {
         for (int c = 0; c <= static_cast<int>(Errc::device_fault); ++c) {
           if (to_string(static_cast<Errc>(c)) == code) throw Error(static_cast<Errc>(c), message);
         }

@@ -40,10 +40,12 @@ void bind_handles(nb::module_& m) {
   using Copy = PyHandle<TransferHandle>;
   using Gather = PyHandle<GatherHandle>;
   nb::class_<Copy>(m, "TransferHandle", "Completion of an asynchronous copy")
-      .def("ready", [](const Copy& h) { return h.handle.ready(); }, "True when done; never blocks")
+      .def(
+          "ready", [](const Copy& h) { return h.handle.ready(); }, "True when done; never blocks")
       .def("wait", &wait<TransferHandle>, "Blocks (GIL released) until done");
   nb::class_<Gather>(m, "GatherHandle", "Completion of Transfer.gather: one host array per source device")
-      .def("ready", [](const Gather& h) { return h.handle.ready(); }, "True when done; never blocks")
+      .def(
+          "ready", [](const Gather& h) { return h.handle.ready(); }, "True when done; never blocks")
       .def("wait", &wait<GatherHandle>, "Blocks (GIL released) until done")
       .def("get", &collect,
            "Waits, then returns one numpy array per source device (ascending, the destination skipped, None "

@@ -36,11 +36,12 @@ HostView view_of(nb::handle obj, const char* what) {
                              .c_str());
   }
   if (a.device_type() != dl_cpu && a.device_type() != dl_cuda_host) {
-    throw nb::type_error((std::string("expected ") + what + " in host memory, got an array on DLPack device " +
-                          std::to_string(a.device_type()))
+    throw nb::type_error((std::string("expected ") + what +
+                          " in host memory, got an array on DLPack device " + std::to_string(a.device_type()))
                              .c_str());
   }
-  if (!compact(a)) throw nb::type_error("expected a C-contiguous host array: no copy is made behind your back");
+  if (!compact(a))
+    throw nb::type_error("expected a C-contiguous host array: no copy is made behind your back");
   HostView view;
   view.data = static_cast<std::byte*>(const_cast<void*>(static_cast<const void*>(a.data())));
   view.bytes = a.nbytes();
@@ -54,8 +55,10 @@ nb::object device_view(nb::handle obj) {
   nb::ndarray<> a;
   if (!nb::try_cast(obj, a, false)) return nb::none();
   if (a.device_type() != dl_cuda && a.device_type() != dl_cuda_managed) return nb::none();
-  if (!compact(a)) throw nb::type_error("expected a C-contiguous device tensor: no copy is made behind your back");
-  return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), a.nbytes(), a.device_type(), a.device_id());
+  if (!compact(a))
+    throw nb::type_error("expected a C-contiguous device tensor: no copy is made behind your back");
+  return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), a.nbytes(), a.device_type(),
+                        a.device_id());
 }
 
 // register_host's result: the registration and the array it page-locks, kept alive together.
@@ -105,8 +108,10 @@ void bind_host(nb::module_& m) {
       .def_prop_ro("active", [](const Registration& r) { return !r.registration.empty(); })
       .def("close", &Registration::close, "Unregisters the memory now")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def(
-          "__exit__", [](Registration& r, nb::args) { r.close(); return false; });
+      .def("__exit__", [](Registration& r, nb::args) {
+        r.close();
+        return false;
+      });
   m.def(
       "register_host",
       [](nb::handle array) {

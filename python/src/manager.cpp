@@ -17,8 +17,8 @@ namespace gpuxfer::python {
 namespace {
 
 constexpr std::array<std::string_view, 8> option_names{
-    "devices", "min_devices", "enable_peer_access", "enable_nccl",
-    "pool_limit_bytes", "chunk_bytes", "host_threads", "numa"};
+    "devices",          "min_devices", "enable_peer_access", "enable_nccl",
+    "pool_limit_bytes", "chunk_bytes", "host_threads",       "numa"};
 
 // Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
 nb::object option_value(std::string_view name, nb::handle value) {
@@ -77,7 +77,8 @@ void bind_device_info(nb::module_& m) {
 
 void bind_manager(nb::module_& m) {
   bind_device_info(m);
-  nb::class_<Manager>(m, "Manager", "The devices of this process, their links, copy streams and staging memory")
+  nb::class_<Manager>(m, "Manager",
+                      "The devices of this process, their links, copy streams and staging memory")
       .def(
           "__init__",
           [](Manager* self, const nb::kwargs& kwargs) {
@@ -89,25 +90,35 @@ void bind_manager(nb::module_& m) {
             }
             new (self) Manager{std::move(made)};
           },
-          "Manager(**options): keyword arguments are Options fields; the GPUXFER_* environment fills the rest")
+          "Manager(**options): keyword arguments are Options fields; the GPUXFER_* environment fills the "
+          "rest")
       .def_prop_ro("device_count", [](const Manager& s) { return s.ptr->device_count(); })
       .def_prop_ro("devices",
                    [](const Manager& s) {
                      auto span = s.ptr->devices();
                      return std::vector<DeviceInfo>(span.begin(), span.end());
                    })
-      .def("device", [](const Manager& s, std::size_t i) { return s.ptr->device(i); }, nb::arg("index"))
-      .def("link", [](const Manager& s, std::size_t a, std::size_t b) { return std::string(to_string(s.ptr->link(a, b))); },
-           nb::arg("src"), nb::arg("dst"), "\"self\", \"nvlink\", \"pcie_peer\" or \"host_staged\"")
-      .def("peer_enabled", [](const Manager& s, std::size_t a, std::size_t b) { return s.ptr->peer_enabled(a, b); },
-           nb::arg("src"), nb::arg("dst"))
+      .def(
+          "device", [](const Manager& s, std::size_t i) { return s.ptr->device(i); }, nb::arg("index"))
+      .def(
+          "link",
+          [](const Manager& s, std::size_t a, std::size_t b) {
+            return std::string(to_string(s.ptr->link(a, b)));
+          },
+          nb::arg("src"), nb::arg("dst"), "\"self\", \"nvlink\", \"pcie_peer\" or \"host_staged\"")
+      .def(
+          "peer_enabled",
+          [](const Manager& s, std::size_t a, std::size_t b) { return s.ptr->peer_enabled(a, b); },
+          nb::arg("src"), nb::arg("dst"))
       .def_prop_ro("all_peers_enabled", [](const Manager& s) { return s.ptr->all_peers_enabled(); })
       .def_prop_ro("nccl_available", [](const Manager& s) { return s.ptr->nccl_available(); })
       .def_prop_ro("nccl_version", [](const Manager& s) { return s.ptr->nccl_version(); })
       .def_prop_ro("device_status", [](const Manager& s) { return s.ptr->device_status(); })
       .def_prop_ro("options", [](const Manager& s) { return s.ptr->options(); })
-      .def("pinned_pool_stats", [](const Manager& s) { return pool_stats(s.ptr->pinned_pool().stats()); },
-           "The staging pool's counters in bytes: in_use, cached, pending, peak_in_use, limit, allocations, reuses")
+      .def(
+          "pinned_pool_stats", [](const Manager& s) { return pool_stats(s.ptr->pinned_pool().stats()); },
+          "The staging pool's counters in bytes: in_use, cached, pending, peak_in_use, limit, allocations, "
+          "reuses")
       .def(
           "trim_pool",
           [](Manager& s) {

@@ -39,7 +39,9 @@ auto released(Transfer& t, Op&& op) {
 
 void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
                        std::uintptr_t stream, nb::object tensor) {
-  released(t, [&] { t.engine.set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream)); });
+  released(t, [&] {
+    t.engine.set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
+  });
   t.hold(device, std::move(tensor));
 }
 
@@ -52,14 +54,16 @@ nb::object gather(nb::handle self, std::size_t dst) {
   Transfer& t = nb::cast<Transfer&>(self);
   InFlight counted(t);  // until the handle counts itself: nothing registered meanwhile may die
   GatherHandle h = released(t, [&] { return t.engine.gather(dst); });
-  return nb::cast(new PyHandle<GatherHandle>(std::move(h), t, nb::borrow(self)), nb::rv_policy::take_ownership);
+  return nb::cast(new PyHandle<GatherHandle>(std::move(h), t, nb::borrow(self)),
+                  nb::rv_policy::take_ownership);
 }
 
 nb::object copy_device_buffer_async(nb::handle self, std::size_t src, std::size_t dst, CopyPath path) {
   Transfer& t = nb::cast<Transfer&>(self);
   InFlight counted(t);
   TransferHandle h = released(t, [&] { return t.engine.copy_device_buffer_async(src, dst, path); });
-  return nb::cast(new PyHandle<TransferHandle>(std::move(h), t, nb::borrow(self)), nb::rv_policy::take_ownership);
+  return nb::cast(new PyHandle<TransferHandle>(std::move(h), t, nb::borrow(self)),
+                  nb::rv_policy::take_ownership);
 }
 
 std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<std::size_t> skip) {
@@ -91,7 +95,8 @@ void bind_piece(nb::module_& m) {
       .def_ro("device", &GatherPiece::device)
       .def_ro("offset", &GatherPiece::offset)
       .def_ro("size", &GatherPiece::size)
-      .def("__iter__", [](const GatherPiece& p) { return nb::iter(nb::make_tuple(p.device, p.offset, p.size)); })
+      .def("__iter__",
+           [](const GatherPiece& p) { return nb::iter(nb::make_tuple(p.device, p.offset, p.size)); })
       .def("__repr__", [](const GatherPiece& p) {
         return "GatherPiece(device=" + std::to_string(p.device) + ", offset=" + std::to_string(p.offset) +
                ", size=" + std::to_string(p.size) + ")";
@@ -103,8 +108,9 @@ void bind_piece(nb::module_& m) {
 void bind_transfer(nb::module_& m) {
   bind_piece(m);
   nb::class_<Transfer>(m, "_Transfer")
-      .def("__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },
-           nb::arg("manager"))
+      .def(
+          "__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },
+          nb::arg("manager"))
       .def_prop_ro("manager", [](const Transfer& t) { return Manager{t.engine.manager()}; })
       .def("_set_device_buffer", &set_device_buffer, nb::arg("device"), nb::arg("ptr"), nb::arg("nbytes"),
            nb::arg("stream"), nb::arg("tensor"))
@@ -112,42 +118,51 @@ void bind_transfer(nb::module_& m) {
       .def("device_buffer", &registered_object, nb::arg("device"), "The object registered on device, or None")
       .def("registered_range", &registered_range, nb::arg("device"),
            "(pointer, bytes) of device's registration as the C++ registry holds it, or None")
-      .def("copy_buffer",
-           [](Transfer& t, std::size_t src, std::size_t dst, nb::handle data) {
-             HostView view = host_view(data, false);
-             released(t, [&] { t.engine.copy_buffer(src, dst, view.cspan()); });
-           },
-           nb::arg("src_device"), nb::arg("dst_device"), nb::arg("data"))
-      .def("copy_device_buffer",
-           [](Transfer& t, std::size_t src, std::size_t dst, CopyPath path) {
-             released(t, [&] { t.engine.copy_device_buffer(src, dst, path); });
-           },
-           nb::arg("src_device"), nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic)
-      .def("copy_device_buffer_async", &copy_device_buffer_async, nb::arg("src_device"), nb::arg("dst_device"),
-           nb::arg("path") = CopyPath::automatic)
-      .def("broadcast",
-           [](Transfer& t, nb::handle data, HostBroadcastPath path) {
-             HostView view = host_view(data, false);
-             released(t, [&] { t.engine.broadcast(view.cspan(), path); });
-           },
-           nb::arg("data"), nb::arg("path") = HostBroadcastPath::automatic)
-      .def("broadcast_from_device",
-           [](Transfer& t, std::size_t root, DeviceBroadcastPath path) {
-             released(t, [&] { t.engine.broadcast_from_device(root, path); });
-           },
-           nb::arg("root"), nb::arg("path") = DeviceBroadcastPath::automatic)
+      .def(
+          "copy_buffer",
+          [](Transfer& t, std::size_t src, std::size_t dst, nb::handle data) {
+            HostView view = host_view(data, false);
+            released(t, [&] { t.engine.copy_buffer(src, dst, view.cspan()); });
+          },
+          nb::arg("src_device"), nb::arg("dst_device"), nb::arg("data"))
+      .def(
+          "copy_device_buffer",
+          [](Transfer& t, std::size_t src, std::size_t dst, CopyPath path) {
+            released(t, [&] { t.engine.copy_device_buffer(src, dst, path); });
+          },
+          nb::arg("src_device"), nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic)
+      .def("copy_device_buffer_async", &copy_device_buffer_async, nb::arg("src_device"),
+           nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic)
+      .def(
+          "broadcast",
+          [](Transfer& t, nb::handle data, HostBroadcastPath path) {
+            HostView view = host_view(data, false);
+            released(t, [&] { t.engine.broadcast(view.cspan(), path); });
+          },
+          nb::arg("data"), nb::arg("path") = HostBroadcastPath::automatic)
+      .def(
+          "broadcast_from_device",
+          [](Transfer& t, std::size_t root, DeviceBroadcastPath path) {
+            released(t, [&] { t.engine.broadcast_from_device(root, path); });
+          },
+          nb::arg("root"), nb::arg("path") = DeviceBroadcastPath::automatic)
       .def("gather", &gather, nb::arg("dst_device"))
-      .def("gather_blocking",
-           [](Transfer& t, std::size_t dst) { return arrays(released(t, [&] { return t.engine.gather_blocking(dst); })); },
-           nb::arg("dst_device"))
-      .def("gather_all", [](Transfer& t) { return arrays(released(t, [&] { return t.engine.gather_all(); })); })
+      .def(
+          "gather_blocking",
+          [](Transfer& t, std::size_t dst) {
+            return arrays(released(t, [&] { return t.engine.gather_blocking(dst); }));
+          },
+          nb::arg("dst_device"))
+      .def("gather_all",
+           [](Transfer& t) { return arrays(released(t, [&] { return t.engine.gather_all(); })); })
       .def("gather_into", &gather_into, nb::arg("out"), nb::arg("skip_device") = nb::none())
       .def("_gather_slices", &gather_slices, nb::arg("slices"), nb::arg("out"))
-      .def("_gather_to_device",
-           [](Transfer& t, std::size_t dst, std::uintptr_t out, std::size_t capacity) {
-             return released(t, [&] { return t.engine.gather_to_device(dst, pointer(out), capacity); });
-           },
-           nb::arg("dst_device"), nb::arg("out"), nb::arg("capacity"));
+      .def(
+          "_gather_to_device",
+          [](Transfer& t, std::size_t dst, std::uintptr_t out, std::size_t capacity) {
+            return released(t, [&] { return t.engine.gather_to_device(dst, pointer(out), capacity); });
+          },
+          nb::arg("dst_device"), nb::arg("out"), nb::arg("capacity"));
 }
 
 }  // namespace gpuxfer::python

@@ -53,7 +53,8 @@ class InFlight {
 /// in flight until the result is collected or the handle dies.
 template <typename Handle>
 struct PyHandle {
-  PyHandle(Handle h, Transfer& t, nb::object owner) : handle(std::move(h)), transfer(&t), owner(std::move(owner)) {
+  PyHandle(Handle h, Transfer& t, nb::object owner)
+      : handle(std::move(h)), transfer(&t), owner(std::move(owner)) {
     transfer->begin();
   }
   ~PyHandle() { finish(); }

@@ -14,7 +14,9 @@ FRAMEWORKS = ["torch", "cupy"]
 def pattern(device: int, nbytes: int, seed: int = 1) -> np.ndarray:
     """Bytes that depend on the device, the offset and the seed (never zeros all over)."""
     offsets = np.arange(nbytes, dtype=np.uint64)
-    return ((offsets * 7 + (offsets >> np.uint64(8)) * 13 + device * 31 + seed * 101) % 251 + 1).astype(np.uint8)
+    return ((offsets * 7 + (offsets >> np.uint64(8)) * 13 + device * 31 + seed * 101) % 251 + 1).astype(
+        np.uint8
+    )
 
 
 POISON = 0xA5

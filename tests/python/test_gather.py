@@ -26,7 +26,9 @@ def register_all(transfer, lib, nbytes, seed=1):
 
 def expect(array, device, nbytes, seed=1):
     assert array is not None, f"device {device}: nothing gathered"
-    np.testing.assert_array_equal(array, pattern(device, nbytes + 13 * device, seed), err_msg=f"device {device}")
+    np.testing.assert_array_equal(
+        array, pattern(device, nbytes + 13 * device, seed), err_msg=f"device {device}"
+    )
 
 
 @pytest.mark.parametrize("nbytes", SIZES)

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from conftest import DEVICE_COUNT
 
-pytestmark = pytest.mark.skipif(DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths")
+pytestmark = pytest.mark.skipif(
+    DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths"
+)
 
 
 class FakeCudaArray:

@@ -19,7 +19,9 @@ def test_the_readme_shows_the_example_verbatim():
     marker = "<!-- example: apps/examples/seed_example.py -->\n```python\n"
     assert marker in readme, "README.md lost the Python example's marker"
     block = readme.split(marker, 1)[1].split("```\n", 1)[0]
-    assert block == EXAMPLE.read_text(), "README.md's Python example differs from apps/examples/seed_example.py"
+    assert (
+        block == EXAMPLE.read_text()
+    ), "README.md's Python example differs from apps/examples/seed_example.py"
 
 
 def test_the_example_runs():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ._errors import InvalidArgumentError
@@ -41,3 +42,15 @@ def _checked(handle: Any, source: str) -> int:
     if not isinstance(handle, int) or isinstance(handle, bool) or handle < 0 or handle >= 1 << 64:
         raise InvalidArgumentError(f"stream: {source} gave {handle!r}, not a stream handle")
     return handle
+
+
+def current_stream_of(tensor: Any) -> int | None:
+    """The current stream of the framework that made ``tensor`` on its device (torch, cupy), where the
+    producer most likely queued its work; None for other objects."""
+    framework = type(tensor).__module__.split(".")[0]
+    if framework == "torch" and "torch" in sys.modules:
+        return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+    if framework == "cupy" and "cupy" in sys.modules:
+        with tensor.device:
+            return sys.modules["cupy"].cuda.get_current_stream().ptr
+    return None

@@ -9,7 +9,7 @@ from typing import Any
 from . import _gpuxfer
 from ._arrays import device_memory
 from ._errors import InvalidArgumentError
-from ._streams import stream_handle
+from ._streams import current_stream_of, stream_handle
 
 _FIRST_POLL_S = 20e-6
 _LAST_POLL_S = 1e-3
@@ -24,14 +24,15 @@ class Transfer(_gpuxfer._Transfer):
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
-        device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now
-        (``None``: the producer's stream from ``__cuda_array_interface__`` if it names one, else the legacy
-        default stream, which is torch's and cupy's default)."""
+        device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
+        ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
+        stream ``__cuda_array_interface__`` names, else the legacy default stream."""
         memory = device_memory(tensor)
         if stream is not None:
             handle = stream_handle(stream)
         else:
-            handle = memory.stream if memory.stream is not None else 0
+            current = current_stream_of(tensor)
+            handle = current if current is not None else memory.stream if memory.stream is not None else 0
         self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor)
 
     def gather_to_device(self, dst_device: int, out: Any) -> list[_gpuxfer.GatherPiece]:

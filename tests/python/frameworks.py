@@ -50,6 +50,10 @@ class Torch:
             self.torch.cuda._sleep(50_000_000)
             tensor.copy_(source, non_blocking=True)
 
+    def current(self, stream: Any) -> Any:
+        """A context in which stream is torch's current stream."""
+        return self.torch.cuda.stream(stream)
+
     def synchronize(self) -> None:
         self.torch.cuda.synchronize()
 
@@ -84,6 +88,10 @@ class Cupy:
             for _ in range(20):  # a few ms of work queued before the write
                 spin = self.cupy.sin(spin) + 1
             tensor.set(host, stream=stream)
+
+    def current(self, stream: Any) -> Any:
+        """A context in which stream is cupy's current stream (of the current device)."""
+        return stream
 
     def synchronize(self) -> None:
         for d in range(self.cupy.cuda.runtime.getDeviceCount()):

@@ -104,3 +104,15 @@ def test_the_producer_stream_orders_the_gather(manager, lib, form):
     lib.write_on(stream, t, pattern(0, 8 << 20, 11))  # queued behind a spin: still poison now
     transfer.set_device_buffer(0, t, stream=given)
     np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 11))
+
+
+def test_without_stream_the_frameworks_current_stream_orders_the_gather(manager, lib):
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.poisoned(ordinal, 8 << 20)
+    lib.synchronize()
+    with lib.current(stream):
+        lib.write_on(stream, t, pattern(0, 8 << 20, 12))  # behind a spin on the current stream
+        transfer.set_device_buffer(0, t)  # stream=None: the framework's current stream
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 12))

@@ -56,3 +56,10 @@ def test_real_streams_when_the_libraries_are_there():
     s = torch.cuda.Stream()
     assert stream_handle(s) == s.cuda_stream != 0
     assert stream_handle(torch.cuda.default_stream()) == 0
+
+
+def test_objects_of_no_known_framework_have_no_current_stream():
+    from gpuxfer._streams import current_stream_of
+
+    assert current_stream_of(object()) is None
+    assert current_stream_of(TorchLikeStream()) is None

@@ -9,14 +9,13 @@ Exit codes: 0 when every byte was right (and every target met, with --cpp), 1 ot
 gpuxfer, PyTorch or a CUDA device.
 """
 
-import argparse
 import json
 import sys
 import time
 
-from torch_baseline import CONVENTION, POISON, Bench, measure, parse_size, runner_info, size_series
+import torch_baseline
+from torch_baseline import CONVENTION, POISON, Bench, measure_sizes, runner_info
 
-SHORT_SIZES = [4 << 10, 1 << 20, 64 << 20, 256 << 20]
 # (C++ op, size): (most microseconds above C++, least throughput ratio to C++)
 TARGETS = {("gather", 4 << 10): (2.0, None), ("gather", 256 << 20): (None, 0.98)}
 
@@ -210,27 +209,10 @@ def compare(py_results, cpp_results):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("4K"))
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("256M"))
-    p.add_argument("-f", "--stepfactor", type=int, default=4)
-    p.add_argument("--iters", type=int, default=None, help="timed samples per size, at least 5 (default 10)")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--ops", default="", help="operations to run, comma-separated (default: all)")
-    p.add_argument("--json", default="", help="write the results as JSON to this file")
-    p.add_argument("--cpp", default="", help="gpuxfer-bench --json output to compare with")
-    p.add_argument("--short", action="store_true", help="quick mode: sizes 4K,1M,64M,256M and 5 samples")
-    a = p.parse_args(argv)
-    a.sizes = SHORT_SIZES if a.short else size_series(a.minbytes, a.maxbytes, a.stepfactor)
-    a.iters = a.iters if a.iters is not None else (5 if a.short else 10)
-    if a.iters < 5:
-        p.error(f"--iters must be at least 5, got {a.iters}")
-    known = [o[0] for o in OPS]
-    a.ops = [o for o in a.ops.split(",") if o] or known
-    for o in a.ops:
-        if o not in known:
-            p.error(f"unknown operation {o!r}; known: {','.join(known)}")
-    return a
+    def cpp(p):
+        p.add_argument("--cpp", default="", help="gpuxfer-bench --json output to compare with")
+
+    return torch_baseline.parse_args(argv, [o[0] for o in OPS], cpp, __doc__.split("\n\n")[0])
 
 
 def run(bench, args):
@@ -243,35 +225,9 @@ def run(bench, args):
             print(f"#\n# {name}: waived: {waived[-1]['why']}")
             continue
         print(f"#\n# {name}: {what}; compare with gpuxfer-bench's {compare_to}")
-        print(f"# {'size':>12} {'bytes':>13} {'time(us)':>12} {'GB/s':>10} {'#wrong':>8}")
-        for size in args.sizes:
-            try:
-                med, lo, hi, wrong = measure(bench, fn, size, args.warmup, args.iters)
-            except Exception as e:  # noqa: BLE001 - report and go on, as the C++ bench does
-                failed.append({"op": name, "what": f"{size}: {type(e).__name__}: {e}"})
-                print(f"# {name} at {size}: FAILED: {type(e).__name__}: {e}")
-                continue
-            b = nbytes(size, len(bench.devices))
-            wrong_total += wrong
-            print(
-                f"  {size:12d} {b:13d} {med * 1e6:12.2f} {b / med / 1e9:10.2f} {wrong:8d}{'  WRONG DATA' if wrong else ''}"
-            )
-            results.append(
-                {
-                    "op": name,
-                    "kind": "python",
-                    "compare_to": compare_to,
-                    "size": size,
-                    "bytes": b,
-                    "time_us": med * 1e6,
-                    "min_us": lo * 1e6,
-                    "max_us": hi * 1e6,
-                    "gbps": b / med / 1e9,
-                    "wrong": wrong,
-                    "samples": args.iters,
-                }
-            )
-            sys.stdout.flush()
+        rows = measure_sizes(bench, name, fn, compare_to, nbytes, args, "python", failed)
+        wrong_total += sum(r["wrong"] for r in rows)
+        results += rows
     return results, waived, failed, wrong_total
 
 

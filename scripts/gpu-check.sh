@@ -3,8 +3,9 @@
 # summary at the end; no mode given means --default):
 #
 #   --default   topology, a Release build in build-gpu/, every test (in parallel across GPUs through a
-#               ctest resource spec when there are 2+), `gpuxfer check`, the README example and the bench's
-#               short mode when it exists
+#               ctest resource spec when there are 2+), `gpuxfer check`, the README example, the bench's
+#               short mode when it exists, and the Python tests (tests/python, pytest) against the module
+#               built in build-gpu/python when python3 has nanobind (skipped with the reason otherwise)
 #   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
 #               that need 2 GPUs may skip
 #   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over
@@ -14,8 +15,8 @@
 #   --all       the three
 #
 # Logs go to $OUT when set (else build-gpu/logs), at most 8 files: summary.txt (the GPUs, then the summary),
-# build.log, ctest.log (every ctest run), junit.xml, check.log, bench.json, bench.log and sanitize.log
-# (every sanitizer run). Exits non-zero when anything failed.
+# build.log, ctest.log (every ctest run, then pytest's output), junit.xml, check.log, bench.json, bench.log
+# and sanitize.log (every sanitizer run). Exits non-zero when anything failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export NCCL_NVLS_ENABLE=0  # never NVLink SHARP/multicast on the runner
@@ -28,7 +29,7 @@ for arg in "$@"; do
     --sanitize) run_sanitize=1 ;;
     --all) run_default=1 run_one_gpu=1 run_sanitize=1 ;;
     -h | --help)
-      sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -95,11 +96,36 @@ section "GPUs"
   nvidia-smi topo -m
 } 2>&1 | tee "$work/topo.txt"
 
+# The Python module joins the build when python3 has nanobind and its headers (the runner's venv does).
+python_skip=""
+if ! python_why=$(python3 -c "import nanobind" 2>&1); then
+  python_skip="python3 cannot import nanobind ($(tail -n 1 <<<"$python_why"))"
+elif ! python3 -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then
+  python_skip="python3 has no Python.h (install its development headers)"
+fi
+if [[ -z $python_skip ]]; then
+  python_args=(-DGPUXFER_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)"
+    "-Dnanobind_DIR=$(python3 -m nanobind --cmake_dir)")
+else
+  python_args=(-DGPUXFER_BUILD_PYTHON=OFF)
+fi
+
+build_tree() {  # extra cmake arguments...
+  cmake -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >>"$logs/build.log" 2>&1 &&
+    cmake --build "$build" -j "$jobs" >>"$logs/build.log" 2>&1
+}
+
 section "configure and build ($jobs jobs)"
-if cmake -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logs/build.log" 2>&1 &&
-  cmake --build "$build" -j "$jobs" >>"$logs/build.log" 2>&1; then
+: >"$logs/build.log"
+if build_tree "${python_args[@]}"; then
   tail -n 3 "$logs/build.log"
   summary+=("build: OK")
+elif [[ -z $python_skip ]] && build_tree -DGPUXFER_BUILD_PYTHON=OFF; then
+  # The Python module alone failed: the rest of the run still tells something.
+  grep -E '^FAILED|error' "$logs/build.log" | head -n 20
+  python_skip="the Python module did not build (build.log); the rest was built without it"
+  summary+=("build: OK without the Python module (build.log)")
+  failures+=("python build")
 else
   tail -n 40 "$logs/build.log"
   summary+=("build: FAILED (build.log)")
@@ -179,6 +205,45 @@ if ((run_default)); then
     fi
   else
     summary+=("bench: no $bench, not run")
+  fi
+
+  section "python tests"
+  if [[ -n $python_skip ]]; then
+    echo "not run: $python_skip"
+    summary+=("python: not run: $python_skip")
+  else
+    started=$SECONDS
+    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest tests/python -q -rs \
+      -p no:cacheprovider >"$work/pytest.log" 2>&1
+    pytest_rc=$?
+    {
+      printf '\n=== python tests (pytest tests/python, PYTHONPATH=%s/python)\n' "$build"
+      cat "$work/pytest.log"
+    } >>"$logs/ctest.log"
+    tail -n 30 "$work/pytest.log"
+    # pytest's closing line: "12 passed, 3 skipped, 1 failed in 4.2s" (any order, any subset).
+    closing=$(grep -E '[0-9]+ (passed|failed|skipped|errors?)|no tests ran' "$work/pytest.log" | tail -n 1)
+    py_count() { grep -oE "[0-9]+ $1" <<<"$closing" | grep -oE '[0-9]+' || echo 0; }
+    py_failed=$(($(py_count failed) + $(py_count 'errors?')))
+    summary+=("python: $(py_count passed) passed, $(py_count skipped) skipped, $py_failed failed (pytest exit code $pytest_rc, $((SECONDS - started)) s)")
+    while IFS= read -r reason; do summary+=("  $reason"); done < <(
+      grep -E '^SKIPPED \[' "$work/pytest.log" | sed -E 's/^SKIPPED \[([0-9]+)\] (tests\/python\/)?([^:]+:[0-9]+): /skipped \1 (\3): /' | head -n 15)
+    ((pytest_rc == 0)) || failures+=("python tests")
+
+    # Python against C++ (the bench's JSON above) for the same operations; informational for now.
+    section "python bench (short)"
+    cpp_json=()
+    [[ -s $logs/bench.json ]] && cpp_json=(--cpp "$logs/bench.json")
+    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 benchmarks/python/gpuxfer_python.py \
+      --short "${cpp_json[@]}" >"$work/python-bench.log" 2>&1
+    pybench_rc=$?
+    {
+      printf '\n=== python bench (benchmarks/python/gpuxfer_python.py --short)\n'
+      cat "$work/python-bench.log"
+    } >>"$logs/bench.log"
+    sed -n '/^# Python against C++/,$p' "$work/python-bench.log"
+    summary+=("python bench: exit code $pybench_rc (informational; bench.log): $(tail -n 1 "$work/python-bench.log")")
+    while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^  py_gather +(4096|268435456) ' "$work/python-bench.log")
   fi
 fi
 

@@ -207,8 +207,31 @@ def measure(bench, fn, size, warmup, iters):
     return statistics.median(times), min(times), max(times), wrong
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def measure_sizes(bench, name, fn, compare_to, nbytes, args, kind, failed):
+    """Every size of args for one operation: a table row printed and a result returned per size; a size
+    that raises is reported in failed and the next one runs, as the C++ bench does."""
+    print(f"# {'size':>12} {'bytes':>13} {'time(us)':>12} {'GB/s':>10} {'#wrong':>8}")
+    rows = []
+    for size in args.sizes:
+        try:
+            med, lo, hi, wrong = measure(bench, fn, size, args.warmup, args.iters)
+        except Exception as e:  # noqa: BLE001 - report the failure and go on
+            failed.append({"op": name, "what": f"{size}: {type(e).__name__}: {e}"})
+            print(f"# {name} at {size}: FAILED: {type(e).__name__}: {e}")
+            continue
+        b = nbytes(size, len(bench.devices))
+        gbps = b / med / 1e9
+        print(f"  {size:12d} {b:13d} {med * 1e6:12.2f} {gbps:10.2f} {wrong:8d}{'  WRONG DATA' if wrong else ''}")
+        rows.append({"op": name, "kind": kind, "compare_to": compare_to, "size": size, "bytes": b,
+                     "time_us": med * 1e6, "min_us": lo * 1e6, "max_us": hi * 1e6, "gbps": gbps,
+                     "ceiling": None, "ceiling_op": None, "ratio": None, "wrong": wrong, "samples": args.iters})
+        sys.stdout.flush()
+    return rows
+
+
+def parse_args(argv, known=None, add_arguments=None, description=None):
+    """The bench's command line; gpuxfer_python.py passes its own operations and arguments."""
+    p = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
     p.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("4K"), help="smallest size per device")
     p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("256M"), help="largest size per device")
     p.add_argument("-f", "--stepfactor", type=int, default=4, help="multiply the size by this between steps")
@@ -217,13 +240,15 @@ def parse_args(argv):
     p.add_argument("--ops", default="", help="operations to run, comma-separated (default: all)")
     p.add_argument("--json", default="", help="write the results as JSON to this file")
     p.add_argument("--short", action="store_true", help="quick mode: sizes 4K,1M,64M,256M and 5 samples")
+    if add_arguments:
+        add_arguments(p)
     a = p.parse_args(argv)
     a.sizes = SHORT_SIZES if a.short else size_series(a.minbytes, a.maxbytes, a.stepfactor)
     if a.iters is None:
         a.iters = SHORT_ITERS if a.short else 10
     if a.iters < 5:
         p.error(f"--iters must be at least 5, got {a.iters}")
-    known = [o[0] for o in OPS]
+    known = known or [o[0] for o in OPS]
     a.ops = [o for o in a.ops.split(",") if o] or known
     for o in a.ops:
         if o not in known:
@@ -276,23 +301,9 @@ def main(argv):
             print(f"#\n# {name}: waived: {waived[-1]['why']}")
             continue
         print(f"#\n# {name}: {what}\n#   bytes = {rule}; compare with gpuxfer's {compare_to}")
-        print(f"# {'size':>12} {'bytes':>13} {'time(us)':>12} {'GB/s':>10} {'#wrong':>8}")
-        for size in args.sizes:
-            try:
-                med, lo, hi, wrong = measure(bench, fn, size, args.warmup, args.iters)
-            except Exception as e:  # noqa: BLE001 - report the failure and go on, as the C++ bench does
-                failed.append({"op": name, "what": f"{size}: {type(e).__name__}: {e}"})
-                print(f"# {name} at {size}: FAILED: {type(e).__name__}: {e}")
-                continue
-            b = nbytes(size, len(devices))
-            gbps = b / med / 1e9
-            total_wrong += wrong
-            print(f"  {size:12d} {b:13d} {med * 1e6:12.2f} {gbps:10.2f} {wrong:8d}{'  WRONG DATA' if wrong else ''}")
-            results.append({"op": name, "kind": "torch", "compare_to": compare_to, "size": size, "bytes": b,
-                            "time_us": med * 1e6, "min_us": lo * 1e6, "max_us": hi * 1e6, "gbps": gbps,
-                            "ceiling": None, "ceiling_op": None, "ratio": None, "wrong": wrong,
-                            "samples": args.iters})
-            sys.stdout.flush()
+        rows = measure_sizes(bench, name, fn, compare_to, nbytes, args, "torch", failed)
+        total_wrong += sum(r["wrong"] for r in rows)
+        results += rows
     head = HEADLINE_SIZE if HEADLINE_SIZE in args.sizes else args.sizes[-1]
     headline = {"size": head, "gbps": {r["op"]: r["gbps"] for r in results if r["size"] == head}}
     ok = total_wrong == 0 and not failed

@@ -1,0 +1,49 @@
+"""gpuxfer_python.compare over synthetic rows: Python against C++ per op and size, and the issue's targets."""
+
+import unittest
+
+from gpuxfer_python import compare, parse_args
+
+
+def row(op, size, us, compare_to=None):
+    r = {"op": op, "size": size, "time_us": us}
+    if compare_to:
+        r["compare_to"] = compare_to
+    return r
+
+
+class CompareTest(unittest.TestCase):
+    def test_a_4k_gather_within_2_us_of_cpp_meets_its_target(self):
+        [r] = compare([row("py_gather", 4096, 11.5, "gather")], [row("gather", 4096, 10.0)])
+        self.assertAlmostEqual(r["above_us"], 1.5)
+        self.assertTrue(r["met"])
+        self.assertIn("2.0 us", r["target"])
+
+    def test_a_4k_gather_3_us_slower_misses(self):
+        [r] = compare([row("py_gather", 4096, 13.0, "gather")], [row("gather", 4096, 10.0)])
+        self.assertFalse(r["met"])
+
+    def test_the_256m_gather_needs_098_of_cpp(self):
+        size = 256 << 20
+        [slow] = compare([row("py_gather", size, 1000.0, "gather")], [row("gather", size, 970.0)])
+        [fast] = compare([row("py_gather", size, 1000.0, "gather")], [row("gather", size, 990.0)])
+        self.assertFalse(slow["met"])
+        self.assertTrue(fast["met"])
+
+    def test_rows_without_a_cpp_counterpart_or_target_are_informational(self):
+        rows = compare(
+            [row("py_bcast_pinned", 1 << 20, 30.0, "bcast_pinned"), row("py_gather", 8192, 5.0, "gather")],
+            [row("bcast_pinned", 1 << 20, 29.0), row("ceiling_d2h_one", 8192, 1.0)],
+        )
+        self.assertEqual([r["op"] for r in rows], ["py_bcast_pinned"])
+        self.assertTrue(rows[0]["met"])
+        self.assertIsNone(rows[0]["target"])
+
+    def test_short_mode_sizes_and_unknown_ops(self):
+        self.assertEqual(parse_args(["--short"]).sizes, [4 << 10, 1 << 20, 64 << 20, 256 << 20])
+        with self.assertRaises(SystemExit):
+            parse_args(["--ops", "py_nothing"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,67 @@
+"""gpuxfer: move data between GPUs and the host as fast as the links allow.
+
+``import gpuxfer`` needs no GPU; making a ``Manager`` without one raises ``NoDeviceError`` (or gives a
+manager of no devices with ``min_devices=0``).
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    CudaError,
+    DeviceFaultError,
+    Error,
+    InvalidArgumentError,
+    InvalidBufferError,
+    InvalidOptionError,
+    NcclError,
+    NoDeviceError,
+    OutOfMemoryError,
+    UnsupportedError,
+)
+from ._gpuxfer import (
+    CopyPath,
+    DeviceBroadcastPath,
+    DeviceInfo,
+    GatherHandle,
+    GatherPiece,
+    HostBroadcastPath,
+    HostRegistration,
+    Manager,
+    NumaPlacement,
+    Options,
+    TransferHandle,
+    __version__,
+    parse_size,
+    register_host,
+)
+from ._streams import stream_handle
+from ._transfer import Transfer
+
+__all__ = [
+    "CopyPath",
+    "CudaError",
+    "DeviceBroadcastPath",
+    "DeviceFaultError",
+    "DeviceInfo",
+    "Error",
+    "GatherHandle",
+    "GatherPiece",
+    "HostBroadcastPath",
+    "HostRegistration",
+    "InvalidArgumentError",
+    "InvalidBufferError",
+    "InvalidOptionError",
+    "Manager",
+    "NcclError",
+    "NoDeviceError",
+    "NumaPlacement",
+    "Options",
+    "OutOfMemoryError",
+    "Transfer",
+    "TransferHandle",
+    "UnsupportedError",
+    "__version__",
+    "parse_size",
+    "register_host",
+    "stream_handle",
+]

@@ -1,0 +1,90 @@
+"""gpuxfer's exceptions: one base class, one subclass per C++ ``gpuxfer::Errc`` code.
+
+The extension module raises these for every ``gpuxfer::Error``; ``str(e)`` is the C++ ``what()``
+("gpuxfer no_device: ..."), ``e.code`` the code's name and ``e.message`` the message without the prefix.
+"""
+
+from __future__ import annotations
+
+
+class Error(RuntimeError):
+    """A gpuxfer operation failed. ``code`` says what kind of failure (an ``Errc`` name)."""
+
+    code: str = "error"
+
+    def __init__(self, text: str, code: str | None = None, message: str | None = None) -> None:
+        super().__init__(text)
+        if code is not None:
+            self.code = code
+        self.message = text if message is None else message
+
+
+class InvalidArgumentError(Error, ValueError):
+    """An argument is out of its domain (for example data larger than a destination)."""
+
+    code = "invalid_argument"
+
+
+class InvalidBufferError(Error, ValueError):
+    """A device index is out of range, or a buffer is missing, freed or of the wrong device."""
+
+    code = "invalid_buffer"
+
+
+class InvalidOptionError(Error, ValueError):
+    """An option or a GPUXFER_* environment variable is out of range."""
+
+    code = "invalid_option"
+
+
+class NoDeviceError(Error):
+    """Fewer usable CUDA devices than ``min_devices`` (the message has the CUDA reason)."""
+
+    code = "no_device"
+
+
+class OutOfMemoryError(Error, MemoryError):
+    """A device or pinned-host allocation failed, or the pinned pool's limit was reached."""
+
+    code = "out_of_memory"
+
+
+class UnsupportedError(Error):
+    """The requested path cannot run on this machine (for example a peer copy without peer access)."""
+
+    code = "unsupported"
+
+
+class CudaError(Error):
+    """A CUDA runtime or driver call failed."""
+
+    code = "cuda_error"
+
+
+class NcclError(Error):
+    """An NCCL call failed."""
+
+    code = "nccl_error"
+
+
+class DeviceFaultError(Error):
+    """A sticky device error (illegal address, launch failure): the device must be reset."""
+
+    code = "device_fault"
+
+
+BY_CODE: dict[str, type[Error]] = {
+    cls.code: cls
+    for cls in (
+        Error,
+        InvalidArgumentError,
+        InvalidBufferError,
+        InvalidOptionError,
+        NoDeviceError,
+        OutOfMemoryError,
+        UnsupportedError,
+        CudaError,
+        NcclError,
+        DeviceFaultError,
+    )
+}

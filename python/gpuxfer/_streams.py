@@ -1,0 +1,56 @@
+"""The ``stream=`` argument: a CUDA stream handle from whatever the caller has."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._errors import InvalidArgumentError
+
+
+def stream_handle(stream: Any) -> int:
+    """The ``cudaStream_t`` value of ``stream`` as an int.
+
+    Accepted: ``None`` (the legacy default stream, 0), an int handle (0 = legacy default, 1 =
+    ``cudaStreamLegacy``, 2 = ``cudaStreamPerThread``), an object with ``__cuda_stream__`` (the CUDA Python
+    protocol: a method or attribute giving ``(version, handle)``), a ``torch.cuda.Stream`` (``.cuda_stream``)
+    or a ``cupy.cuda.Stream`` (``.ptr``). Reading the handle touches no GPU.
+    """
+    if stream is None:
+        return 0
+    if isinstance(stream, bool):
+        raise InvalidArgumentError(f"stream: expected a CUDA stream, got {stream!r}")
+    if isinstance(stream, int):
+        return _checked(stream, "an int")
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        value = protocol() if callable(protocol) else protocol
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise InvalidArgumentError(f"stream: __cuda_stream__ gave {value!r}, expected (version, handle)")
+        return _checked(value[1], "__cuda_stream__")
+    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _checked(value, f".{attribute}")
+    raise InvalidArgumentError(
+        f"stream: expected None, an int, a torch.cuda.Stream, a cupy.cuda.Stream or an object with "
+        f"__cuda_stream__, got {type(stream).__name__}"
+    )
+
+
+def _checked(handle: Any, source: str) -> int:
+    if not isinstance(handle, int) or isinstance(handle, bool) or handle < 0 or handle >= 1 << 64:
+        raise InvalidArgumentError(f"stream: {source} gave {handle!r}, not a stream handle")
+    return handle
+
+
+def current_stream_of(tensor: Any) -> int | None:
+    """The current stream of the framework that made ``tensor`` on its device (torch, cupy), where the
+    producer most likely queued its work; None for other objects."""
+    framework = type(tensor).__module__.split(".")[0]
+    if framework == "torch" and "torch" in sys.modules:
+        return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+    if framework == "cupy" and "cupy" in sys.modules:
+        with tensor.device:
+            return sys.modules["cupy"].cuda.get_current_stream().ptr
+    return None

@@ -1,0 +1,73 @@
+"""gpuxfer.Transfer: the C++ InterGpuTransfer, with tensors and streams read on the Python side."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from . import _gpuxfer
+from ._arrays import device_memory
+from ._errors import InvalidArgumentError
+from ._streams import current_stream_of, stream_handle
+
+_FIRST_POLL_S = 20e-6
+_LAST_POLL_S = 1e-3
+
+
+class Transfer(_gpuxfer._Transfer):
+    """Gathers, copies and broadcasts the tensors registered on each device of a Manager.
+
+    Thread-safe; every blocking call releases the GIL. A registered tensor is kept alive until it is
+    replaced or cleared and no operation that may read it is in flight.
+    """
+
+    def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
+        """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
+        device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
+        ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
+        stream ``__cuda_array_interface__`` names, else the legacy default stream."""
+        memory = device_memory(tensor)
+        if stream is not None:
+            handle = stream_handle(stream)
+        else:
+            current = current_stream_of(tensor)
+            handle = current if current is not None else memory.stream if memory.stream is not None else 0
+        self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor)
+
+    def gather_to_device(self, dst_device: int, out: Any) -> list[_gpuxfer.GatherPiece]:
+        """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
+        ``out`` on ``dst_device``; returns where each device's bytes landed."""
+        memory = device_memory(out)
+        return self._gather_to_device(dst_device, memory.ptr, memory.nbytes)
+
+    def gather_slices(self, slices: Iterable[Any], out: Any) -> int:
+        """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
+        the order given; returns the bytes written. A bare tensor's device is the manager's device of its
+        DLPack device id. Orders nothing: the producers of the slices must be done."""
+        ordinals = None
+        ranges = []
+        for entry in slices:
+            device, tensor = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
+            memory = device_memory(tensor)
+            if device is None:
+                if ordinals is None:
+                    ordinals = [info.ordinal for info in self.manager.devices]
+                if memory.device_id not in ordinals:
+                    raise InvalidArgumentError(
+                        f"gather_slices: cannot tell the device of a {type(tensor).__name__} "
+                        f"(CUDA device {memory.device_id}): pass (device, tensor)"
+                    )
+                device = ordinals.index(memory.device_id)
+            ranges.append((device, memory.ptr, memory.nbytes))
+        return self._gather_slices(ranges, out)
+
+    async def gather_async(self, dst_device: int) -> list[Any]:
+        """``await``-able gather_blocking: queues the gather, then polls its handle from the running event
+        loop (no thread per call), backing off from 20 us to 1 ms between polls."""
+        handle = self.gather(dst_device)
+        delay = _FIRST_POLL_S
+        while not handle.ready():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_POLL_S)
+        return handle.get()

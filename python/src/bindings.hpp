@@ -1,0 +1,17 @@
+// The pieces of the _gpuxfer extension module, one concept per file; module.cpp puts them together.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace gpuxfer::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);    // errors.cpp: gpuxfer::Error -> gpuxfer.Error subclasses
+void bind_options(nb::module_& m);   // options.cpp: Options, NumaPlacement, the path enums
+void bind_manager(nb::module_& m);   // manager.cpp: Manager(**options), DeviceInfo, pool stats
+void bind_host(nb::module_& m);      // host_memory.cpp: register_host, the array views helpers
+void bind_handles(nb::module_& m);   // handles.cpp: TransferHandle, GatherHandle
+void bind_transfer(nb::module_& m);  // transfer.cpp: _Transfer (the C++ half of gpuxfer.Transfer)
+
+}  // namespace gpuxfer::python

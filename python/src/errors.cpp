@@ -1,0 +1,51 @@
+// gpuxfer::Error becomes the gpuxfer.Error subclass of its code (gpuxfer/_errors.py defines them, so
+// that Python code and the stubs see ordinary classes), carrying .code and the C++ message.
+#include <exception>
+#include <string>
+
+#include <nanobind/stl/string.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "bindings.hpp"
+
+namespace gpuxfer::python {
+namespace {
+
+// The classes by code name, gpuxfer._errors.BY_CODE. Held for the life of the process on purpose: the
+// translator may run while the interpreter tears modules down.
+PyObject* by_code = nullptr;
+
+void raise_error(const Error& error) {
+  const std::string code{to_string(error.code())};
+  nb::handle classes{by_code};
+  nb::object cls = classes.attr("get")(code, classes["error"]);
+  nb::object instance = cls(error.what(), code, error.message());
+  PyErr_SetObject(cls.ptr(), instance.ptr());
+}
+
+}  // namespace
+
+void bind_errors(nb::module_& m) {
+  nb::module_ errors = nb::module_::import_("gpuxfer._errors");
+  by_code = errors.attr("BY_CODE").inc_ref().ptr();
+  nb::register_exception_translator([](const std::exception_ptr& thrown, void*) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const Error& error) {
+      raise_error(error);
+    }
+  });
+  // A way to see the translation work without a GPU (tests/python/test_errors.py).
+  m.def(
+      "_raise",
+      [](const std::string& code, const std::string& message) {
+        for (int c = 0; c <= static_cast<int>(Errc::device_fault); ++c) {
+          if (to_string(static_cast<Errc>(c)) == code) throw Error(static_cast<Errc>(c), message);
+        }
+        throw nb::value_error(("no Errc named '" + code + "'").c_str());
+      },
+      nb::arg("code"), nb::arg("message"));
+}
+
+}  // namespace gpuxfer::python

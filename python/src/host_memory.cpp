@@ -1,0 +1,130 @@
+// host_view, host_array, the device-pointer view of a DLPack tensor, and register_host.
+#include "host_memory.hpp"
+
+#include <cstdint>
+#include <utility>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <gpuxfer/host_registration.hpp>
+
+#include "bindings.hpp"
+
+namespace gpuxfer::python {
+namespace {
+
+constexpr int dl_cpu = 1, dl_cuda = 2, dl_cuda_host = 3, dl_cuda_managed = 13;
+
+template <typename Array>
+bool compact(const Array& a) {
+  if (a.stride_ptr() == nullptr) return true;
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+template <typename Array>
+HostView view_of(nb::handle obj, const char* what) {
+  Array a;
+  if (!nb::try_cast(obj, a, false)) {
+    throw nb::type_error((std::string("expected ") + what + " (buffer protocol or __dlpack__), got " +
+                          nb::cast<std::string>(nb::str(obj.type())))
+                             .c_str());
+  }
+  if (a.device_type() != dl_cpu && a.device_type() != dl_cuda_host) {
+    throw nb::type_error((std::string("expected ") + what +
+                          " in host memory, got an array on DLPack device " + std::to_string(a.device_type()))
+                             .c_str());
+  }
+  if (!compact(a))
+    throw nb::type_error("expected a C-contiguous host array: no copy is made behind your back");
+  HostView view;
+  view.data = static_cast<std::byte*>(const_cast<void*>(static_cast<const void*>(a.data())));
+  view.bytes = a.nbytes();
+  view.keep = nb::ndarray<nb::ro>(a);
+  return view;
+}
+
+// A DLPack tensor in device memory: (pointer, bytes, DLPack device type, device id), or None when @p obj
+// is no DLPack tensor of CUDA memory (the caller then tries __cuda_array_interface__).
+nb::object device_view(nb::handle obj) {
+  nb::ndarray<> a;
+  if (!nb::try_cast(obj, a, false)) return nb::none();
+  if (a.device_type() != dl_cuda && a.device_type() != dl_cuda_managed) return nb::none();
+  if (!compact(a))
+    throw nb::type_error("expected a C-contiguous device tensor: no copy is made behind your back");
+  return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), a.nbytes(), a.device_type(),
+                        a.device_id());
+}
+
+// register_host's result: the registration and the array it page-locks, kept alive together.
+struct Registration {
+  HostRegistration registration;
+  nb::object array;
+
+  void close() {
+    {
+      nb::gil_scoped_release released;
+      registration.reset();
+    }
+    array = nb::none();
+  }
+};
+
+}  // namespace
+
+HostView host_view(nb::handle obj, bool writable) {
+  return writable ? view_of<nb::ndarray<>>(obj, "a writable host array")
+                  : view_of<nb::ndarray<nb::ro>>(obj, "a host array or bytes-like object");
+}
+
+nb::object host_array(HostBuffer&& buffer) {
+  if (buffer.empty()) return nb::none();
+  auto* owned = new HostBuffer(std::move(buffer));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
+  const std::size_t shape[1] = {owned->size()};
+  nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>> array(owned->data(), 1, shape, owner);
+  return array.cast();
+}
+
+void bind_host(nb::module_& m) {
+  m.def("_device_view", &device_view, nb::arg("obj"));
+  m.def(
+      "_host_view",
+      [](nb::handle obj, bool writable) {
+        HostView v = host_view(obj, writable);
+        return nb::make_tuple(reinterpret_cast<std::uintptr_t>(v.data), v.bytes);
+      },
+      nb::arg("obj"), nb::arg("writable") = false);
+
+  nb::class_<Registration>(m, "HostRegistration",
+                           "Caller memory page-locked (cudaHostRegister) while this lives; a context manager")
+      .def_prop_ro("size", [](const Registration& r) { return r.registration.size(); })
+      .def_prop_ro("array", [](const Registration& r) { return r.array; })
+      .def_prop_ro("active", [](const Registration& r) { return !r.registration.empty(); })
+      .def("close", &Registration::close, "Unregisters the memory now")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](Registration& r, nb::args) {
+        r.close();
+        return false;
+      });
+  m.def(
+      "register_host",
+      [](nb::handle array) {
+        HostView view = host_view(array, true);
+        HostRegistration registration;
+        {
+          nb::gil_scoped_release released;
+          registration = register_host(view.span());
+        }
+        return Registration{std::move(registration), nb::borrow(array)};
+      },
+      nb::arg("array"),
+      "Page-locks a writable C-contiguous host array until the registration is closed or dies");
+}
+
+}  // namespace gpuxfer::python

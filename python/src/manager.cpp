@@ -1,0 +1,131 @@
+// Manager(**options): Options::from_env() with the keyword arguments set over it (values given win), then
+// MultiGpuManager::create with the GIL released. Devices, links, NCCL and the pinned pool's counters.
+#include <array>
+#include <string>
+#include <string_view>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <gpuxfer/device_info.hpp>
+#include <gpuxfer/options.hpp>
+
+#include "bindings.hpp"
+#include "manager.hpp"
+
+namespace gpuxfer::python {
+namespace {
+
+constexpr std::array<std::string_view, 8> option_names{
+    "devices",          "min_devices", "enable_peer_access", "enable_nccl",
+    "pool_limit_bytes", "chunk_bytes", "host_threads",       "numa"};
+
+// Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
+nb::object option_value(std::string_view name, nb::handle value) {
+  if (!nb::isinstance<nb::str>(value)) return nb::borrow(value);
+  const std::string text = nb::cast<std::string>(value);
+  if (name == "pool_limit_bytes" || name == "chunk_bytes") return nb::cast(parse_size(text));
+  if (name == "numa") return nb::cast(parse_numa_placement(text));
+  if (name == "devices") return nb::cast(parse_device_list(text));
+  return nb::borrow(value);
+}
+
+Options options_from(const nb::kwargs& kwargs) {
+  nb::object options = nb::cast(Options::from_env());
+  for (auto [key, value] : kwargs) {
+    const std::string name = nb::cast<std::string>(key);
+    bool known = false;
+    for (std::string_view n : option_names) known = known || n == name;
+    if (!known) throw nb::type_error(("Manager() got an unexpected keyword argument '" + name + "'").c_str());
+    nb::setattr(options, name.c_str(), option_value(name, value));
+  }
+  return nb::cast<Options>(options);
+}
+
+nb::dict pool_stats(const PoolStats& s) {
+  nb::dict d;
+  d["in_use"] = s.in_use;
+  d["cached"] = s.cached;
+  d["pending"] = s.pending;
+  d["peak_in_use"] = s.peak_in_use;
+  d["limit"] = s.limit;
+  d["allocations"] = s.allocations;
+  d["reuses"] = s.reuses;
+  return d;
+}
+
+void bind_device_info(nb::module_& m) {
+  nb::class_<DeviceInfo>(m, "DeviceInfo", "One CUDA device as the manager sees it")
+      .def_ro("ordinal", &DeviceInfo::ordinal)
+      .def_ro("name", &DeviceInfo::name)
+      .def_ro("total_memory", &DeviceInfo::total_memory)
+      .def_ro("cc_major", &DeviceInfo::cc_major)
+      .def_ro("cc_minor", &DeviceInfo::cc_minor)
+      .def_ro("pci_bus_id", &DeviceInfo::pci_bus_id)
+      .def_ro("numa_node", &DeviceInfo::numa_node)
+      .def_ro("numa_cpus", &DeviceInfo::numa_cpus)
+      .def_ro("staging_node", &DeviceInfo::staging_node)
+      .def_ro("copy_engines", &DeviceInfo::copy_engines)
+      .def_ro("multiprocessors", &DeviceInfo::multiprocessors)
+      .def("__repr__", [](const DeviceInfo& d) {
+        return "DeviceInfo(ordinal=" + std::to_string(d.ordinal) + ", name='" + d.name + "', pci_bus_id='" +
+               d.pci_bus_id + "')";
+      });
+}
+
+}  // namespace
+
+void bind_manager(nb::module_& m) {
+  bind_device_info(m);
+  nb::class_<Manager>(m, "Manager",
+                      "The devices of this process, their links, copy streams and staging memory")
+      .def(
+          "__init__",
+          [](Manager* self, const nb::kwargs& kwargs) {
+            Options options = options_from(kwargs);
+            std::shared_ptr<MultiGpuManager> made;
+            {
+              nb::gil_scoped_release released;
+              made = MultiGpuManager::create(std::move(options));
+            }
+            new (self) Manager{std::move(made)};
+          },
+          "Manager(**options): keyword arguments are Options fields; the GPUXFER_* environment fills the "
+          "rest")
+      .def_prop_ro("device_count", [](const Manager& s) { return s.ptr->device_count(); })
+      .def_prop_ro("devices",
+                   [](const Manager& s) {
+                     auto span = s.ptr->devices();
+                     return std::vector<DeviceInfo>(span.begin(), span.end());
+                   })
+      .def(
+          "device", [](const Manager& s, std::size_t i) { return s.ptr->device(i); }, nb::arg("index"))
+      .def(
+          "link",
+          [](const Manager& s, std::size_t a, std::size_t b) {
+            return std::string(to_string(s.ptr->link(a, b)));
+          },
+          nb::arg("src"), nb::arg("dst"), "\"self\", \"nvlink\", \"pcie_peer\" or \"host_staged\"")
+      .def(
+          "peer_enabled",
+          [](const Manager& s, std::size_t a, std::size_t b) { return s.ptr->peer_enabled(a, b); },
+          nb::arg("src"), nb::arg("dst"))
+      .def_prop_ro("all_peers_enabled", [](const Manager& s) { return s.ptr->all_peers_enabled(); })
+      .def_prop_ro("nccl_available", [](const Manager& s) { return s.ptr->nccl_available(); })
+      .def_prop_ro("nccl_version", [](const Manager& s) { return s.ptr->nccl_version(); })
+      .def_prop_ro("device_status", [](const Manager& s) { return s.ptr->device_status(); })
+      .def_prop_ro("options", [](const Manager& s) { return s.ptr->options(); })
+      .def(
+          "pinned_pool_stats", [](const Manager& s) { return pool_stats(s.ptr->pinned_pool().stats()); },
+          "The staging pool's counters in bytes: in_use, cached, pending, peak_in_use, limit, allocations, "
+          "reuses")
+      .def(
+          "trim_pool",
+          [](Manager& s) {
+            nb::gil_scoped_release released;
+            s.ptr->pinned_pool().trim();
+          },
+          "Frees every cached pinned block");
+}
+
+}  // namespace gpuxfer::python

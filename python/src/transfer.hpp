@@ -1,0 +1,75 @@
+// The C++ half of gpuxfer.Transfer: the engine, and the Python objects whose memory it uses.
+//
+// Lifetimes: the object registered on each device is held until it is replaced or cleared; one replaced
+// while an operation is in flight (another thread's gather with the GIL released, an async handle not
+// yet collected) is retired, not dropped, until no operation is in flight. Every member here is touched
+// with the GIL held only.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+
+#include <gpuxfer/inter_gpu_transfer.hpp>
+
+namespace gpuxfer::python {
+
+namespace nb = nanobind;
+
+struct Transfer {
+  explicit Transfer(std::shared_ptr<MultiGpuManager> manager)
+      : engine(manager), registered(manager->device_count()) {}
+
+  InterGpuTransfer engine;
+  std::vector<nb::object> registered;  // per device: the tensor behind its registration, or empty
+  std::vector<nb::object> retired;     // replaced while operations were in flight
+  std::size_t in_flight = 0;
+
+  void begin() noexcept { ++in_flight; }
+  void end() {
+    if (--in_flight == 0) retired.clear();
+  }
+  void hold(std::size_t device, nb::object tensor) {
+    if (registered[device].is_valid() && in_flight > 0) retired.push_back(std::move(registered[device]));
+    registered[device] = std::move(tensor);
+  }
+};
+
+/// Counts an operation in flight for its scope; construct and destroy it with the GIL held.
+class InFlight {
+ public:
+  explicit InFlight(Transfer& t) noexcept : t_(t) { t_.begin(); }
+  ~InFlight() { t_.end(); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  Transfer& t_;
+};
+
+/// The Python handles of asynchronous operations: the C++ handle, and the transfer kept alive and counted
+/// in flight until the result is collected or the handle dies.
+template <typename Handle>
+struct PyHandle {
+  PyHandle(Handle h, Transfer& t, nb::object owner)
+      : handle(std::move(h)), transfer(&t), owner(std::move(owner)) {
+    transfer->begin();
+  }
+  ~PyHandle() { finish(); }
+  PyHandle(const PyHandle&) = delete;
+  PyHandle& operator=(const PyHandle&) = delete;
+
+  void finish() {
+    if (transfer == nullptr) return;
+    transfer->end();
+    transfer = nullptr;
+  }
+
+  Handle handle;
+  Transfer* transfer;
+  nb::object owner;  // the Python Transfer
+};
+
+}  // namespace gpuxfer::python

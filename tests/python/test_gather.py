@@ -1,0 +1,193 @@
+"""Gathers with torch and with cupy tensors, byte for byte: gather_blocking, gather, gather_async,
+gather_all, gather_into (numpy, CPU tensor, registered memory), gather_to_device, gather_slices."""
+
+from __future__ import annotations
+
+import asyncio
+
+import gpuxfer
+import numpy as np
+import pytest
+from conftest import needs_devices
+from frameworks import POISON, pattern
+
+SIZES = [4096, (3 << 20) + 17]
+
+
+def register_all(transfer, lib, nbytes, seed=1):
+    """A pattern tensor on every device, registered; returns the tensors (the caller may drop them)."""
+    tensors = []
+    for i, info in enumerate(transfer.manager.devices):
+        t = lib.upload(info.ordinal, pattern(i, nbytes + 13 * i, seed))
+        transfer.set_device_buffer(i, t)
+        tensors.append(t)
+    return tensors
+
+
+def expect(array, device, nbytes, seed=1):
+    assert array is not None, f"device {device}: nothing gathered"
+    np.testing.assert_array_equal(
+        array, pattern(device, nbytes + 13 * device, seed), err_msg=f"device {device}"
+    )
+
+
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_gather_all_brings_every_device_back(manager, lib, nbytes):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, nbytes)
+    arrays = transfer.gather_all()
+    assert len(arrays) == manager.device_count
+    for i, a in enumerate(arrays):
+        assert a.dtype == np.uint8 and a.ndim == 1
+        expect(a, i, nbytes)
+
+
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_gather_blocking_skips_the_destination(manager2, lib, nbytes):
+    transfer = gpuxfer.Transfer(manager2)
+    register_all(transfer, lib, nbytes)
+    for dst in range(manager2.device_count):
+        arrays = transfer.gather_blocking(dst)
+        sources = [d for d in range(manager2.device_count) if d != dst]
+        assert len(arrays) == len(sources)
+        for device, a in zip(sources, arrays):
+            expect(a, device, nbytes)
+
+
+def test_gather_handle_and_await(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 1 << 20, seed=7)
+    dst = manager.device_count - 1
+    sources = [d for d in range(manager.device_count) if d != dst]
+    handle = transfer.gather(dst)
+    for device, a in zip(sources, handle.get()):
+        expect(a, device, 1 << 20, seed=7)
+    arrays = asyncio.run(transfer.gather_async(dst))
+    assert len(arrays) == len(sources)
+    for device, a in zip(sources, arrays):
+        expect(a, device, 1 << 20, seed=7)
+
+
+def test_an_unregistered_device_gives_none(manager):
+    transfer = gpuxfer.Transfer(manager)
+    assert transfer.gather_all() == [None] * manager.device_count
+
+
+def concatenation(manager, nbytes, seed=1, skip=None):
+    return np.concatenate(
+        [pattern(i, nbytes + 13 * i, seed) for i in range(manager.device_count) if i != skip]
+    )
+
+
+def check_pieces(pieces, manager, nbytes, skip=None):
+    offset = 0
+    devices = [i for i in range(manager.device_count) if i != skip]
+    assert [p.device for p in pieces] == devices
+    for p in pieces:
+        assert (p.offset, p.size) == (offset, nbytes + 13 * p.device)
+        offset += p.size
+
+
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_gather_into_numpy_pageable_and_registered(manager, lib, nbytes):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, nbytes)
+    expected = concatenation(manager, nbytes)
+    out = np.full(expected.size + 64, POISON, np.uint8)
+    check_pieces(transfer.gather_into(out), manager, nbytes)
+    np.testing.assert_array_equal(out[: expected.size], expected)
+    assert (out[expected.size :] == POISON).all(), "gather_into wrote past the pieces"
+
+    out[:] = POISON
+    with gpuxfer.register_host(out) as registration:
+        assert registration.active and registration.size == out.nbytes
+        transfer.gather_into(out)
+    assert not registration.active
+    np.testing.assert_array_equal(out[: expected.size], expected)
+
+
+def test_gather_into_skips_a_device(manager2, lib):
+    transfer = gpuxfer.Transfer(manager2)
+    register_all(transfer, lib, 1 << 16)
+    expected = concatenation(manager2, 1 << 16, skip=0)
+    out = np.full(expected.size, POISON, np.uint8)
+    check_pieces(transfer.gather_into(out, skip_device=0), manager2, 1 << 16, skip=0)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_gather_into_a_cpu_tensor_pinned_or_not(manager):
+    torch = pytest.importorskip("torch")
+    from frameworks import Torch
+
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, Torch(), 1 << 20)
+    expected = concatenation(manager, 1 << 20)
+    for pin in (False, True):
+        out = torch.full((expected.size,), POISON, dtype=torch.uint8)
+        if pin:
+            out = out.pin_memory()
+        transfer.gather_into(out)
+        np.testing.assert_array_equal(out.numpy(), expected, err_msg=f"pinned={pin}")
+
+
+def test_gather_into_too_small_an_array_is_refused(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 4096)
+    with pytest.raises(gpuxfer.InvalidArgumentError):
+        transfer.gather_into(np.zeros(100, np.uint8))
+
+
+def test_gather_to_device_into_a_caller_tensor(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 1 << 18)
+    expected = concatenation(manager, 1 << 18)
+    for dst, info in enumerate(manager.devices):
+        out = lib.poisoned(info.ordinal, expected.size + 32)
+        check_pieces(transfer.gather_to_device(dst, out), manager, 1 << 18)
+        got = lib.download(out)
+        np.testing.assert_array_equal(got[: expected.size], expected, err_msg=f"into device {dst}")
+        assert (got[expected.size :] == POISON).all()
+
+
+def test_gather_slices_packs_pieces_in_order(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    sources = [lib.upload(info.ordinal, pattern(i, 1 << 16, 3)) for i, info in enumerate(manager.devices)]
+    lib.synchronize()  # gather_slices orders nothing: the producers must be done
+    slices, expected = [], []
+    for k in range(64):
+        device = k % manager.device_count
+        start = (k * 1031) % ((1 << 16) - 4096)
+        slices.append((device, sources[device][start : start + 4096 - k]))
+        expected.append(pattern(device, 1 << 16, 3)[start : start + 4096 - k])
+    expected = np.concatenate(expected)
+    out = np.full(expected.size + 8, POISON, np.uint8)
+    assert transfer.gather_slices(slices, out) == expected.size
+    np.testing.assert_array_equal(out[: expected.size], expected)
+    assert (out[expected.size :] == POISON).all()
+    out[:] = POISON  # bare tensors: the device from their DLPack device id
+    assert transfer.gather_slices([tensor for _, tensor in slices], out) == expected.size
+    np.testing.assert_array_equal(out[: expected.size], expected)
+
+
+def test_two_threads_gather_at_once(manager, lib):
+    import threading
+
+    needs_devices(1)
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 1 << 20, seed=5)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                for i, a in enumerate(transfer.gather_all()):
+                    expect(a, i, 1 << 20, seed=5)
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -1,0 +1,118 @@
+"""Zero copy and lifetimes: registered tensors are used in place and kept alive; gathered arrays are the
+pinned blocks themselves and keep them leased; dropping everything returns the pool to 0 in use.
+Also the producer's stream (torch, cupy, int handle, __cuda_stream__) orders the reads."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import gpuxfer
+import numpy as np
+import pytest
+from frameworks import POISON, pattern
+
+
+def test_a_registered_tensor_is_used_in_place(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.upload(manager.devices[0].ordinal, pattern(0, 1 << 16))
+    transfer.set_device_buffer(0, t)
+    assert transfer.registered_range(0) == (lib.pointer(t), 1 << 16)
+    assert transfer.device_buffer(0) is t
+
+
+def test_a_registered_tensor_outlives_the_callers_reference(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.upload(manager.devices[0].ordinal, pattern(0, 1 << 20))
+    transfer.set_device_buffer(0, t)
+    alive = weakref.ref(t)
+    del t
+    gc.collect()
+    assert alive() is not None, "the registration let its tensor die"
+    # Memory freed now would be handed to this allocation; the gather must still see the pattern.
+    decoy = lib.poisoned(manager.devices[0].ordinal, 1 << 20)
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 1 << 20))
+    transfer.clear_device_buffer(0)
+    gc.collect()
+    assert alive() is None, "clear_device_buffer kept its tensor"
+    assert transfer.registered_range(0) is None
+    del decoy
+
+
+def test_replacing_a_registration_drops_the_old_tensor(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    first = lib.upload(manager.devices[0].ordinal, pattern(0, 4096))
+    transfer.set_device_buffer(0, first)
+    alive = weakref.ref(first)
+    del first
+    transfer.set_device_buffer(0, lib.upload(manager.devices[0].ordinal, pattern(0, 4096, 2)))
+    gc.collect()
+    assert alive() is None
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 4096, 2))
+
+
+def test_gathered_arrays_are_the_pinned_blocks_and_keep_them(manager, lib):
+    torch = pytest.importorskip("torch")
+    transfer = gpuxfer.Transfer(manager)
+    for i, info in enumerate(manager.devices):
+        transfer.set_device_buffer(i, lib.upload(info.ordinal, pattern(i, 1 << 20)))
+    arrays = transfer.gather_all()
+    assert manager.pinned_pool_stats()["in_use"] >= len(arrays) << 20
+    as_tensor = torch.from_numpy(arrays[0])
+    assert as_tensor.data_ptr() == arrays[0].ctypes.data  # no copy on the way to torch either
+    assert as_tensor.is_pinned(), "a gathered array is not pinned memory"
+    view = arrays[0][1000:2000]
+    del transfer, arrays, as_tensor
+    gc.collect()
+    assert manager.pinned_pool_stats()["in_use"] >= 1 << 20, "a view's block went back to the pool"
+    np.testing.assert_array_equal(view, pattern(0, 1 << 20)[1000:2000])
+    del view
+    gc.collect()
+    assert manager.pinned_pool_stats()["in_use"] == 0
+
+
+def test_dropping_everything_returns_the_pool_to_zero(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    for i, info in enumerate(manager.devices):
+        transfer.set_device_buffer(i, lib.upload(info.ordinal, pattern(i, 3 << 20)))
+    handle = transfer.gather(0)
+    arrays = transfer.gather_all()
+    out = np.full(manager.device_count * (3 << 20), POISON, np.uint8)
+    transfer.gather_into(out)
+    handle.wait()
+    del handle, arrays, transfer
+    gc.collect()
+    assert manager.pinned_pool_stats()["in_use"] == 0
+
+
+@pytest.mark.parametrize("form", ["object", "int", "protocol"])
+def test_the_producer_stream_orders_the_gather(manager, lib, form):
+    class Protocol:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __cuda_stream__(self):
+            return (0, self.handle)
+
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    handle = gpuxfer.stream_handle(stream)
+    given = {"object": stream, "int": handle, "protocol": Protocol(handle)}[form]
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.poisoned(ordinal, 8 << 20)
+    lib.synchronize()
+    lib.write_on(stream, t, pattern(0, 8 << 20, 11))  # queued behind a spin: still poison now
+    transfer.set_device_buffer(0, t, stream=given)
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 11))
+
+
+def test_without_stream_the_frameworks_current_stream_orders_the_gather(manager, lib):
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.poisoned(ordinal, 8 << 20)
+    lib.synchronize()
+    with lib.current(stream):
+        lib.write_on(stream, t, pattern(0, 8 << 20, 12))  # behind a spin on the current stream
+        transfer.set_device_buffer(0, t)  # stream=None: the framework's current stream
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 12))

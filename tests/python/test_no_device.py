@@ -1,0 +1,83 @@
+"""What a machine without a GPU gives: no_device errors, a manager of no devices, argument checks.
+
+Skipped where a GPU is present (the GPU tests cover those paths there).
+"""
+
+from __future__ import annotations
+
+import gpuxfer
+import numpy as np
+import pytest
+from conftest import DEVICE_COUNT
+
+pytestmark = pytest.mark.skipif(
+    DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths"
+)
+
+
+class FakeCudaArray:
+    __cuda_array_interface__ = {"data": (0xDEAD_0000, False), "shape": (16,), "typestr": "|u1", "version": 3}
+
+
+def test_a_default_manager_raises_no_device_with_the_cuda_reason():
+    with pytest.raises(gpuxfer.NoDeviceError) as caught:
+        gpuxfer.Manager()
+    assert caught.value.code == "no_device"
+    assert caught.value.message
+    assert str(caught.value).startswith("gpuxfer no_device: ")
+
+
+def test_min_devices_zero_gives_a_manager_of_none():
+    m = gpuxfer.Manager(min_devices=0)
+    assert m.device_count == 0 and m.devices == []
+    assert m.device_status  # the CUDA reason
+    assert not m.nccl_available or m.nccl_version > 0
+    stats = m.pinned_pool_stats()
+    assert stats["in_use"] == 0 and stats["limit"] == m.options.pool_limit_bytes
+    with pytest.raises(gpuxfer.InvalidBufferError):
+        m.device(0)
+
+
+@pytest.fixture
+def transfer():
+    return gpuxfer.Transfer(gpuxfer.Manager(min_devices=0))
+
+
+def test_device_indices_are_checked(transfer):
+    for call in (
+        lambda: transfer.set_device_buffer(0, FakeCudaArray()),
+        lambda: transfer.clear_device_buffer(0),
+        lambda: transfer.device_buffer(0),
+        lambda: transfer.gather(0),
+        lambda: transfer.gather_blocking(0),
+        lambda: transfer.copy_buffer(0, 0, b"abc"),
+        lambda: transfer.copy_device_buffer(0, 1),
+        lambda: transfer.broadcast_from_device(0),
+    ):
+        with pytest.raises(gpuxfer.InvalidBufferError) as caught:
+            call()
+        assert caught.value.code == "invalid_buffer"
+
+
+def test_set_device_buffer_checks_the_tensor_and_stream_before_the_device(transfer):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="CUDA tensor"):
+        transfer.set_device_buffer(0, np.zeros(4, np.uint8))
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="stream"):
+        transfer.set_device_buffer(0, FakeCudaArray(), stream="default")
+
+
+def test_host_arguments_are_checked(transfer):
+    with pytest.raises(TypeError):
+        transfer.broadcast(object())
+    with pytest.raises(TypeError, match="writable"):
+        transfer.gather_into(b"read only")
+
+
+def test_register_host_needs_the_driver():
+    with pytest.raises(gpuxfer.NoDeviceError):
+        gpuxfer.register_host(np.zeros(4096, np.uint8))
+
+
+def test_gather_slices_needs_a_device_it_can_tell(transfer):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match=r"pass \(device, tensor\)"):
+        transfer.gather_slices([FakeCudaArray()], np.zeros(16, np.uint8))

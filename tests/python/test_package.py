@@ -1,0 +1,63 @@
+"""The package without a GPU: import, version, stubs, the exception classes and their codes."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import gpuxfer
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CODES = [
+    "invalid_argument",
+    "invalid_buffer",
+    "invalid_option",
+    "no_device",
+    "out_of_memory",
+    "unsupported",
+    "cuda_error",
+    "nccl_error",
+    "device_fault",
+]
+
+
+def test_version_is_the_cpp_librarys():
+    header = (ROOT / "include/gpuxfer/version.hpp").read_text()
+    assert gpuxfer.__version__ == re.search(r'version_string = "([^"]+)"', header).group(1)
+
+
+def test_every_name_in_all_exists():
+    for name in gpuxfer.__all__:
+        assert hasattr(gpuxfer, name), name
+
+
+def test_stubs_and_py_typed_ship_beside_the_module():
+    package = pathlib.Path(gpuxfer.__file__).parent
+    assert (package / "py.typed").exists()
+    stub = (package / "__init__.pyi").read_text()
+    for name in gpuxfer.__all__:
+        assert re.search(rf"\b{re.escape(name)}\b", stub), f"{name} missing from __init__.pyi"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_a_cpp_error_becomes_its_subclass_with_code_and_message(code):
+    with pytest.raises(gpuxfer.Error) as caught:
+        gpuxfer._gpuxfer._raise(code, "device 3: 12 bytes")
+    error = caught.value
+    assert error.code == code
+    assert type(error).code == code
+    assert error.message == "device 3: 12 bytes"
+    assert str(error) == f"gpuxfer {code}: device 3: 12 bytes"
+    assert type(error) is not gpuxfer.Error
+
+
+def test_argument_errors_are_also_value_errors():
+    for cls in (gpuxfer.InvalidArgumentError, gpuxfer.InvalidBufferError, gpuxfer.InvalidOptionError):
+        assert issubclass(cls, ValueError) and issubclass(cls, gpuxfer.Error)
+    assert issubclass(gpuxfer.OutOfMemoryError, MemoryError)
+
+
+def test_an_unknown_code_is_refused():
+    with pytest.raises(ValueError, match="no Errc named"):
+        gpuxfer._gpuxfer._raise("bogus", "x")

@@ -1,0 +1,65 @@
+"""stream= parsing: needs no GPU (only the handle is read)."""
+
+from __future__ import annotations
+
+import gpuxfer
+import pytest
+from gpuxfer import stream_handle
+
+
+class TorchLikeStream:  # torch.cuda.Stream carries .cuda_stream
+    cuda_stream = 0x7F00_1000
+
+
+class CupyLikeStream:  # cupy.cuda.Stream carries .ptr
+    ptr = 0x7F00_2000
+
+
+class ProtocolStream:  # the CUDA Python protocol: __cuda_stream__() -> (version, handle)
+    def __cuda_stream__(self):
+        return (0, 0x7F00_3000)
+
+
+class BadProtocolStream:
+    def __cuda_stream__(self):
+        return 0x7F00_3000
+
+
+@pytest.mark.parametrize(
+    "stream, handle",
+    [
+        (None, 0),
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (0x7F00_0000, 0x7F00_0000),
+        (TorchLikeStream(), 0x7F00_1000),
+        (CupyLikeStream(), 0x7F00_2000),
+        (ProtocolStream(), 0x7F00_3000),
+    ],
+)
+def test_every_kind_of_stream_gives_its_handle(stream, handle):
+    assert stream_handle(stream) == handle
+
+
+@pytest.mark.parametrize("stream", [-1, 1 << 64, True, "0", 1.5, object(), BadProtocolStream()])
+def test_anything_else_is_an_invalid_argument(stream):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="stream") as caught:
+        stream_handle(stream)
+    assert caught.value.code == "invalid_argument"
+
+
+def test_real_streams_when_the_libraries_are_there():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device: no torch.cuda.Stream to make")
+    s = torch.cuda.Stream()
+    assert stream_handle(s) == s.cuda_stream != 0
+    assert stream_handle(torch.cuda.default_stream()) == 0
+
+
+def test_objects_of_no_known_framework_have_no_current_stream():
+    from gpuxfer._streams import current_stream_of
+
+    assert current_stream_of(object()) is None
+    assert current_stream_of(TorchLikeStream()) is None

@@ -6,11 +6,18 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <initializer_list>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "comm/init_address.hpp"
 #include "comm/launch_env.hpp"
+#include "comm/rendezvous.hpp"
 #include "comm/socket.hpp"
+#include "fork_ranks.hpp"
 
 namespace gpuxfer::test {
 
@@ -24,6 +31,52 @@ inline detail::LaunchEnv rank_env(int rank, int world, const detail::InitAddress
   env.timeout = timeout;
   env.launcher = "test";
   return env;
+}
+
+/// A child's body: one rank's exchange_blob (rank 0 offers @p blob), returning what it got.
+inline std::function<std::string()> rank_body(const detail::LaunchEnv& env, const std::string& blob) {
+  return [env, blob] { return detail::exchange_blob(env, env.rank == 0 ? blob : std::string("ignored")); };
+}
+
+/// The bodies of ranks 0 to @p world - 1 of one job.
+inline std::vector<std::function<std::string()>> job_bodies(int world, const detail::InitAddress& init,
+                                                            const std::string& blob) {
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < world; ++rank) bodies.push_back(rank_body(rank_env(rank, world, init), blob));
+  return bodies;
+}
+
+inline bool contains(const RankOutcome& outcome, const std::string& text) {
+  return outcome.text.find(text) != std::string::npos;
+}
+
+/// Succeeds when every rank returned @p blob, byte for byte.
+inline ::testing::AssertionResult every_rank_got(const std::vector<RankOutcome>& outcomes,
+                                                 const std::string& blob) {
+  for (std::size_t rank = 0; rank < outcomes.size(); ++rank) {
+    if (!outcomes[rank].ok)
+      return ::testing::AssertionFailure() << "rank " << rank << ": " << describe(outcomes[rank]);
+    if (outcomes[rank].text != blob)
+      return ::testing::AssertionFailure() << "rank " << rank << " got other bytes";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Succeeds when every rank threw Errc::comm_error with every one of @p texts in its message.
+inline ::testing::AssertionResult every_rank_failed_with(const std::vector<RankOutcome>& outcomes,
+                                                         std::initializer_list<std::string> texts) {
+  for (std::size_t rank = 0; rank < outcomes.size(); ++rank) {
+    if (outcomes[rank].code != "comm_error") {
+      return ::testing::AssertionFailure() << "child " << rank << ": " << describe(outcomes[rank]);
+    }
+    for (const std::string& text : texts) {
+      if (!contains(outcomes[rank], text)) {
+        return ::testing::AssertionFailure()
+               << "child " << rank << " does not say '" << text << "': " << outcomes[rank].text;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 /// 128 bytes (an NCCL unique id's size) that depend on @p seed, with zeros and newlines among them.

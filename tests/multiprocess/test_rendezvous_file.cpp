@@ -17,18 +17,7 @@ namespace gpuxfer {
 namespace {
 
 using namespace std::chrono_literals;
-using detail::exchange_blob;
-using test::describe;
-using test::rank_env;
-using test::RankOutcome;
-
-std::function<std::string()> rank_body(const detail::LaunchEnv& env, const std::string& blob) {
-  return [env, blob] { return exchange_blob(env, env.rank == 0 ? blob : std::string("ignored")); };
-}
-
-bool contains(const RankOutcome& outcome, const std::string& text) {
-  return outcome.text.find(text) != std::string::npos;
-}
+using test::contains, test::describe, test::rank_body, test::rank_env, test::RankOutcome;
 
 class FileRendezvous : public ::testing::TestWithParam<int> {};
 
@@ -38,18 +27,14 @@ TEST_P(FileRendezvous, EveryRankGetsRankZerosBlobAndNothingIsLeft) {
   ASSERT_FALSE(dir.path().empty());
   const auto init = dir.file("job");
   const std::string blob = test::pattern_blob(static_cast<unsigned>(world) + 10);
-  std::vector<std::function<std::string()>> bodies;
+  const auto bodies = test::job_bodies(world, init, blob);
   std::vector<std::chrono::milliseconds> delays;
   for (int rank = 0; rank < world; ++rank) {
-    bodies.push_back(rank_body(rank_env(rank, world, init), blob));
     delays.push_back(std::chrono::milliseconds(rank == world - 1 ? 200 : 0));  // one late rank
   }
   const auto outcomes = test::run_forked(bodies, 20s, delays);
-  for (int rank = 0; rank < world; ++rank) {
-    const RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
-    ASSERT_TRUE(outcome.ok) << "rank " << rank << ": " << describe(outcome);
-    EXPECT_EQ(outcome.text, blob) << "rank " << rank << " got other bytes";
-  }
+  ASSERT_EQ(outcomes.size(), static_cast<std::size_t>(world));
+  EXPECT_TRUE(test::every_rank_got(outcomes, blob));
   EXPECT_TRUE(dir.empty()) << "files left in " << dir.path();
 }
 
@@ -60,7 +45,7 @@ TEST(FileRendezvousErrors, AFileLeftByAnEarlierJob) {
   const auto init = dir.file("job");
   std::ofstream(init.path) << "old";
   try {
-    (void)exchange_blob(rank_env(1, 2, init, 1000ms), "");
+    (void)detail::exchange_blob(rank_env(1, 2, init, 1000ms), "");
     FAIL() << "a stale rendezvous file was read";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::comm_error);
@@ -89,10 +74,7 @@ TEST(FileRendezvousErrors, WorldSizesThatDisagreeFailBothSides) {
   const auto init = dir.file("job");
   const auto outcomes = test::run_forked(
       {rank_body(rank_env(0, 2, init, 3000ms), "b"), rank_body(rank_env(1, 3, init, 3000ms), "")});
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "world size is 3")) << outcome.text;
-  }
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"world size is 3"}));
 }
 
 TEST(FileRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
@@ -102,10 +84,7 @@ TEST(FileRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
   const auto outcomes = test::run_forked(
       {rank_body(rank_env(0, 3, init, 1000ms), "b"), rank_body(rank_env(1, 3, init, 1000ms), "")});
   const auto took = std::chrono::steady_clock::now() - start;
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "for rank 2 of 3, which never joined")) << outcome.text;
-  }
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"for rank 2 of 3, which never joined"}));
   EXPECT_LT(took, 5s);
 }
 

@@ -19,19 +19,7 @@ namespace gpuxfer {
 namespace {
 
 using namespace std::chrono_literals;
-using detail::exchange_blob;
-using test::describe;
-using test::rank_env;
-using test::RankOutcome;
-
-// A body that runs one rank's exchange and returns what it got.
-std::function<std::string()> rank_body(const detail::LaunchEnv& env, const std::string& blob) {
-  return [env, blob] { return exchange_blob(env, env.rank == 0 ? blob : std::string("ignored")); };
-}
-
-bool contains(const RankOutcome& outcome, const std::string& text) {
-  return outcome.text.find(text) != std::string::npos;
-}
+using test::contains, test::describe, test::rank_body, test::rank_env, test::RankOutcome;
 
 class TcpRendezvous : public ::testing::TestWithParam<int> {};
 
@@ -39,19 +27,14 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
   const int world = GetParam();
   const auto init = test::local_tcp();
   const std::string blob = test::pattern_blob(static_cast<unsigned>(world));
-  std::vector<std::function<std::string()>> bodies;
+  const auto bodies = test::job_bodies(world, init, blob);
   std::vector<std::chrono::milliseconds> delays;
   for (int rank = 0; rank < world; ++rank) {
-    bodies.push_back(rank_body(rank_env(rank, world, init), blob));
     delays.push_back(rank == 0 ? 300ms : 0ms);  // the others start first and must retry until rank 0 listens
   }
   const auto outcomes = test::run_forked(bodies, 20s, delays);
   ASSERT_EQ(outcomes.size(), static_cast<std::size_t>(world));
-  for (int rank = 0; rank < world; ++rank) {
-    const RankOutcome& outcome = outcomes[static_cast<std::size_t>(rank)];
-    ASSERT_TRUE(outcome.ok) << "rank " << rank << ": " << describe(outcome);
-    EXPECT_EQ(outcome.text, blob) << "rank " << rank << " got other bytes";
-  }
+  EXPECT_TRUE(test::every_rank_got(outcomes, blob));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
@@ -73,7 +56,7 @@ TEST(TcpRendezvousErrors, PortInUseOnRankZero) {
   const int port = detail::bound_port(holder);
   const auto init = detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(port), "test");
   try {
-    (void)exchange_blob(rank_env(0, 2, init, 1000ms), "blob");
+    (void)detail::exchange_blob(rank_env(0, 2, init, 1000ms), "blob");
     FAIL() << "rank 0 listened on a port in use";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::comm_error);
@@ -88,11 +71,7 @@ TEST(TcpRendezvousErrors, WorldSizesThatDisagreeFailBothSides) {
   const auto init = test::local_tcp();
   const auto outcomes = test::run_forked(
       {rank_body(rank_env(0, 2, init, 3000ms), "b"), rank_body(rank_env(1, 3, init, 3000ms), "")});
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "world size is 3")) << outcome.text;
-    EXPECT_TRUE(contains(outcome, "GPUXFER_WORLD_SIZE")) << outcome.text;
-  }
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"world size is 3", "GPUXFER_WORLD_SIZE"}));
 }
 
 TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
@@ -100,38 +79,31 @@ TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
   const auto outcomes = test::run_forked({rank_body(rank_env(0, 3, init, 3000ms), "b"),
                                           rank_body(rank_env(1, 3, init, 3000ms), ""),
                                           rank_body(rank_env(1, 3, init, 3000ms), "")});
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "rank 1 is claimed twice")) << outcome.text;
-  }
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"rank 1 is claimed twice"}));
+}
+
+// Rank 0 of a world of 2 against a hand-made Hello: both sides fail with @p text.
+void expect_hello_refused(const detail::Hello& hello, const std::string& text) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 3000ms), "b"),
+                                          [&] { return detail::join_tcp_rendezvous(init, hello, 3000ms); }});
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {text}));
 }
 
 TEST(TcpRendezvousErrors, RankOutOfRange) {
-  const auto init = test::local_tcp();
   detail::Hello hello;
   hello.world_size = 2;
   hello.rank = 5;
   hello.host = "test-host";
-  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 3000ms), "b"),
-                                          [&] { return detail::join_tcp_rendezvous(init, hello, 3000ms); }});
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "rank 5 (local rank 0 on test-host) is out of range")) << outcome.text;
-  }
+  expect_hello_refused(hello, "rank 5 (local rank 0 on test-host) is out of range");
 }
 
 TEST(TcpRendezvousErrors, AnotherProtocolVersion) {
-  const auto init = test::local_tcp();
   detail::Hello hello;
   hello.version = 99;
   hello.world_size = 2;
   hello.rank = 1;
-  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 3000ms), "b"),
-                                          [&] { return detail::join_tcp_rendezvous(init, hello, 3000ms); }});
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "protocol 99")) << outcome.text;
-  }
+  expect_hello_refused(hello, "protocol 99");
 }
 
 TEST(TcpRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
@@ -141,10 +113,7 @@ TEST(TcpRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
                                           rank_body(rank_env(1, 4, init, 1500ms), ""),
                                           rank_body(rank_env(3, 4, init, 1500ms), "")});
   const auto took = std::chrono::steady_clock::now() - start;
-  for (const RankOutcome& outcome : outcomes) {
-    ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
-    EXPECT_TRUE(contains(outcome, "for rank 2 of 4, which never joined")) << outcome.text;
-  }
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"for rank 2 of 4, which never joined"}));
   EXPECT_LT(took, 6s);
 }
 

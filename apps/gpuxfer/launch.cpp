@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,9 +109,12 @@ void start(Rank& rank, int world, int port, std::vector<std::string> command) {
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
-    const std::string message =
-        "gpuxfer launch: cannot run '" + command[0] + "': " + std::strerror(errno) + "\n";
-    (void)!write(STDERR_FILENO, message.data(), message.size());
+    // No allocation between fork and _exit: the parent may have had other threads (CUDA's).
+    const char* reason = std::strerror(errno);
+    for (const char* piece :
+         {"gpuxfer launch: cannot run '", static_cast<const char*>(argv[0]), "': ", reason, "\n"}) {
+      (void)!write(STDERR_FILENO, piece, std::strlen(piece));
+    }
     _exit(127);
   }
   setpgid(pid, pid);  // as the child does: whichever runs first

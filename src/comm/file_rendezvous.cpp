@@ -75,7 +75,7 @@ std::string field(const std::string& text, const std::string& key) {
 
 class FileRendezvous {
  public:
-  FileRendezvous(const LaunchEnv& env) : env_(env), path_(env.init.path), deadline_(env.timeout) {}
+  explicit FileRendezvous(const LaunchEnv& env) : env_(env), path_(env.init.path), deadline_(env.timeout) {}
 
   std::string run(const std::string& blob) {
     if (exists(path_)) {

@@ -31,7 +31,7 @@ struct Peer {
 // Rank 0's view of a rendezvous in progress.
 class Server {
  public:
-  Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(Hello{}) {
+  explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(Hello{}) {
     self_.world_size = static_cast<std::uint32_t>(env.world_size);
     self_.local_rank = static_cast<std::uint32_t>(env.local_rank);
     self_.host = local_host_name();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gpuxfer/multi_gpu_manager.hpp>
 #include <gpuxfer/options.hpp>
@@ -40,6 +41,13 @@ struct ResourceSpecArgs {
   std::string output;  ///< file to write; empty means stdout
 };
 
+struct LaunchArgs {
+  int ranks = 0;             ///< processes to start (-n)
+  bool ranks_given = false;  ///< -n was given; else one per visible GPU
+  double grace_seconds = 5;  ///< between SIGTERM and SIGKILL when the ranks are stopped
+  std::vector<std::string> command;  ///< the program and its arguments (a leading "--" is dropped)
+};
+
 /// Prints the devices, the link matrix and NCCL's state. Returns the exit code (0, also with no device).
 int run_topo(const TopoArgs& args);
 
@@ -49,5 +57,10 @@ int run_check(const CheckArgs& args);
 
 /// Writes a ctest resource spec with one "gpus" resource per visible device. Returns the exit code.
 int run_resource_spec(const ResourceSpecArgs& args);
+
+/// Starts the ranks of one job on this host and waits for them. Returns the first failing rank's exit code
+/// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, else 0.
+/// @throws Error(Errc::invalid_option) for a missing program or a bad -n
+int run_launch(const LaunchArgs& args);
 
 }  // namespace gpuxfer::cli

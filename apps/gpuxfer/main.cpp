@@ -4,6 +4,8 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,7 +16,32 @@
 
 namespace {
 
+// CLI11 2.1 hands what follows "--" to the main app, not to launch's prefix command: cut "-- program..."
+// off argv here (only a "--" among launch's own options; one after the program is the program's).
+std::vector<std::string> split_off_launch_command(int& argc, char** argv) {
+  int i = 1;
+  while (i < argc && std::string_view(argv[i]) != "launch") {
+    if (argv[i][0] != '-') return {};  // another subcommand
+    ++i;
+  }
+  for (int j = i + 1; j < argc; ++j) {
+    const std::string_view arg = argv[j];
+    if (arg == "--") {
+      std::vector<std::string> command(argv + j + 1, argv + argc);
+      argc = j;
+      return command;
+    }
+    if (arg == "-n" || arg == "--nproc" || arg == "--grace") {
+      ++j;  // its value
+    } else if (!arg.starts_with('-')) {
+      return {};  // the program: everything from here is its own
+    }
+  }
+  return {};
+}
+
 int dispatch(int argc, char** argv) {
+  const std::vector<std::string> command_after_dashes = split_off_launch_command(argc, argv);
   using namespace gpuxfer::cli;
   CLI::App app{"gpuxfer: move data between the GPUs of a node and the host"};
   app.set_version_flag("--version", std::string(gpuxfer::version_string));
@@ -38,6 +65,18 @@ int dispatch(int argc, char** argv) {
       app.add_subcommand("resource-spec", "Write a ctest resource spec (one \"gpus\" slot per visible GPU)");
   spec_cmd->add_option("-o,--output", spec.output, "File to write (default: stdout)");
 
+  LaunchArgs launch;
+  CLI::App* launch_cmd = app.add_subcommand(
+      "launch",
+      "Start N processes of one job on this host (GPUXFER_RANK, GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE, "
+      "GPUXFER_INIT set), output prefixed by rank; the first failure stops the others and gives its exit "
+      "code");
+  launch_cmd->add_option("-n,--nproc", launch.ranks, "Processes to start (default: one per visible GPU)");
+  launch_cmd
+      ->add_option("--grace", launch.grace_seconds, "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->capture_default_str();
+  launch_cmd->prefix_command();  // everything from the program on is the program's
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,6 +87,12 @@ int dispatch(int argc, char** argv) {
   }
   if (*check_cmd) {
     return run_check(check);
+  }
+  if (*launch_cmd) {
+    launch.ranks_given = launch_cmd->count("-n") > 0;
+    launch.command = launch_cmd->remaining();
+    launch.command.insert(launch.command.end(), command_after_dashes.begin(), command_after_dashes.end());
+    return run_launch(launch);
   }
   return run_resource_spec(spec);
 }

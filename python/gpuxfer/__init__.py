@@ -7,6 +7,7 @@ manager of no devices with ``min_devices=0``).
 from __future__ import annotations
 
 from ._errors import (
+    CommError,
     CudaError,
     DeviceFaultError,
     Error,
@@ -42,6 +43,7 @@ __all__ = [
     "CudaError",
     "DeviceBroadcastPath",
     "DeviceFaultError",
+    "CommError",
     "DeviceInfo",
     "Error",
     "GatherHandle",

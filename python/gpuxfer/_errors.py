@@ -73,6 +73,12 @@ class DeviceFaultError(Error):
     code = "device_fault"
 
 
+class CommError(Error):
+    """A rendezvous between processes failed: a rank unreachable, missing, inconsistent or out of time."""
+
+    code = "comm_error"
+
+
 BY_CODE: dict[str, type[Error]] = {
     cls.code: cls
     for cls in (
@@ -86,5 +92,6 @@ BY_CODE: dict[str, type[Error]] = {
         CudaError,
         NcclError,
         DeviceFaultError,
+        CommError,
     )
 }

@@ -40,7 +40,7 @@ void bind_errors(nb::module_& m) {
   m.def(
       "_raise",
       [](const std::string& code, const std::string& message) {
-        for (int c = 0; c <= static_cast<int>(Errc::device_fault); ++c) {
+        for (int c = 0; c <= static_cast<int>(Errc::comm_error); ++c) {
           if (to_string(static_cast<Errc>(c)) == code) throw Error(static_cast<Errc>(c), message);
         }
         throw nb::value_error(("no Errc named '" + code + "'").c_str());

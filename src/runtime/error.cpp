@@ -13,6 +13,7 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::cuda_error: return "cuda_error";
     case Errc::nccl_error: return "nccl_error";
     case Errc::device_fault: return "device_fault";
+    case Errc::comm_error: return "comm_error";
   }
   return "unknown";
 }

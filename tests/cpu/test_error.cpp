@@ -21,6 +21,7 @@ TEST(Errc, EveryCodeHasItsName) {
   EXPECT_EQ(to_string(Errc::cuda_error), "cuda_error");
   EXPECT_EQ(to_string(Errc::nccl_error), "nccl_error");
   EXPECT_EQ(to_string(Errc::device_fault), "device_fault");
+  EXPECT_EQ(to_string(Errc::comm_error), "comm_error");
 }
 
 TEST(Errc, UnknownValueStillGivesText) {

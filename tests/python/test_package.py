@@ -19,6 +19,7 @@ CODES = [
     "cuda_error",
     "nccl_error",
     "device_fault",
+    "comm_error",
 ]
 
 

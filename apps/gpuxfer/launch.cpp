@@ -1,0 +1,290 @@
+// `gpuxfer launch -n N [--] program args...`: N processes of one job on this host, each with GPUXFER_RANK,
+// GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE and GPUXFER_INIT (a TCP rendezvous on a free local port) set,
+// CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
+// rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
+// SIGINT, SIGTERM and SIGHUP are passed on to every rank.
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "comm/socket.hpp"
+#include "commands.hpp"
+#include "rank_output.hpp"
+
+extern char** environ;
+
+namespace gpuxfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::UniqueFd;
+
+volatile std::sig_atomic_t pending_signal = 0;
+extern "C" void remember_signal(int signal) { pending_signal = signal; }
+
+constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
+// How long the output of ranks that have all exited may still come (from processes they left running).
+constexpr std::chrono::milliseconds output_drain{1000};
+
+struct Rank {
+  int index = 0;
+  pid_t pid = -1;
+  bool running = false;
+  UniqueFd out;  // read ends of the rank's stdout and stderr
+  UniqueFd err;
+  RankOutput out_lines;
+  RankOutput err_lines;
+
+  explicit Rank(int i) : index(i), out_lines(i, stdout), err_lines(i, stderr) {}
+};
+
+// Without -n: one rank per visible GPU. cudaGetDeviceCount creates no context.
+int visible_gpus() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    throw Error(Errc::invalid_option, std::string("gpuxfer launch: no GPU is visible (") +
+                                          (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") +
+                                          "): say how many processes to start with -n N");
+  }
+  return count;
+}
+
+// The environment of one rank: ours, with the four variables of the job replacing any we had.
+std::vector<std::string> rank_environment(int rank, int world, int port) {
+  const std::vector<std::string> job{
+      "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
+      "GPUXFER_WORLD_SIZE=" + std::to_string(world), "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(port)};
+  std::vector<std::string> out;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    bool replaced = false;
+    for (const std::string& own : job)
+      replaced = replaced || text.starts_with(own.substr(0, own.find('=') + 1));
+    if (!replaced) out.push_back(text);
+  }
+  out.insert(out.end(), job.begin(), job.end());
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& texts) {
+  std::vector<char*> out;
+  for (std::string& text : texts) out.push_back(text.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+void start(Rank& rank, int world, int port, std::vector<std::string> command) {
+  int out[2];
+  int err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
+  }
+  std::vector<std::string> environment = rank_environment(rank.index, world, port);
+  const std::vector<char*> argv = pointers(command);
+  const std::vector<char*> envp = pointers(environment);
+  const pid_t pid = fork();
+  if (pid < 0)
+    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The child: its own process group (so a signal reaches what it starts too), stdin from /dev/null.
+    setpgid(0, 0);
+    const int null = open("/dev/null", O_RDONLY);
+    dup2(null, STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    execvpe(argv[0], argv.data(), envp.data());
+    // No allocation between fork and _exit: the parent may have had other threads (CUDA's).
+    const char* reason = std::strerror(errno);
+    for (const char* piece :
+         {"gpuxfer launch: cannot run '", static_cast<const char*>(argv[0]), "': ", reason, "\n"}) {
+      (void)!write(STDERR_FILENO, piece, std::strlen(piece));
+    }
+    _exit(127);
+  }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  close(out[1]);
+  close(err[1]);
+  rank.out = UniqueFd(out[0]);
+  rank.err = UniqueFd(err[0]);
+  rank.pid = pid;
+  rank.running = true;
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// Every rank's process group, if still running.
+void signal_all(std::vector<Rank>& ranks, int signal) {
+  for (const Rank& rank : ranks) {
+    if (rank.running) kill(-rank.pid, signal);
+  }
+}
+
+// Moves what one pipe has into its lines; closes it at EOF.
+void drain(UniqueFd& fd, RankOutput& lines) {
+  char buffer[65536];
+  const ssize_t got = read(fd.get(), buffer, sizeof(buffer));
+  if (got > 0) {
+    lines.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
+  } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+    lines.finish();
+    fd = UniqueFd();
+  }
+}
+
+class Supervisor {
+ public:
+  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace) : ranks_(ranks), grace_(grace) {}
+
+  int run() {
+    std::optional<Clock::time_point> all_exited;
+    while (true) {
+      forward_signal();
+      pump_output();
+      reap();
+      if (stop_at_ && Clock::now() >= *stop_at_ && !killed_) {
+        signal_all(ranks_, SIGKILL);
+        killed_ = true;
+      }
+      if (running() == 0) {
+        if (!all_exited) all_exited = Clock::now();
+        if (!output_open() || Clock::now() - *all_exited > output_drain) break;
+      }
+    }
+    for (Rank& rank : ranks_) {
+      rank.out_lines.finish();
+      rank.err_lines.finish();
+    }
+    if (first_failure_) return *first_failure_;
+    return signal_ != 0 ? 128 + signal_ : 0;
+  }
+
+ private:
+  std::size_t running() const {
+    std::size_t count = 0;
+    for (const Rank& rank : ranks_) count += rank.running ? 1 : 0;
+    return count;
+  }
+
+  bool output_open() const {
+    for (const Rank& rank : ranks_) {
+      if (rank.out || rank.err) return true;
+    }
+    return false;
+  }
+
+  void stop_others() {
+    if (stop_at_) return;
+    signal_all(ranks_, SIGTERM);
+    stop_at_ = Clock::now() + grace_;
+  }
+
+  void forward_signal() {
+    const int signal = pending_signal;
+    if (signal == 0) return;
+    pending_signal = 0;
+    signal_ = signal;
+    std::fprintf(stderr, "gpuxfer launch: passing signal %d on to every rank\n", signal);
+    signal_all(ranks_, signal);
+    if (!stop_at_) stop_at_ = Clock::now() + grace_;
+  }
+
+  void pump_output() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<UniqueFd*, RankOutput*>> sources;
+    for (Rank& rank : ranks_) {
+      if (rank.out) sources.emplace_back(&rank.out, &rank.out_lines);
+      if (rank.err) sources.emplace_back(&rank.err, &rank.err_lines);
+    }
+    for (const auto& source : sources) fds.push_back({source.first->get(), POLLIN, 0});
+    if (fds.empty()) {
+      usleep(20000);  // only exits left to wait for
+      return;
+    }
+    if (poll(fds.data(), fds.size(), 50) <= 0) return;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) drain(*sources[i].first, *sources[i].second);
+    }
+  }
+
+  void reap() {
+    for (Rank& rank : ranks_) {
+      if (!rank.running) continue;
+      int status = 0;
+      if (waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      rank.running = false;
+      const int code = exit_code(status);
+      if (code == 0 || first_failure_ || stop_at_) continue;
+      first_failure_ = code;
+      std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
+                   rank.index, code);
+      stop_others();
+    }
+  }
+
+  std::vector<Rank>& ranks_;
+  std::chrono::milliseconds grace_;
+  std::optional<int> first_failure_;
+  std::optional<Clock::time_point> stop_at_;
+  bool killed_ = false;
+  int signal_ = 0;
+};
+
+}  // namespace
+
+int run_launch(const LaunchArgs& args) {
+  std::vector<std::string> command = args.command;
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (command.empty())
+    throw Error(Errc::invalid_option,
+                "gpuxfer launch: no program given: gpuxfer launch -n N -- program args...");
+  if (args.ranks_given && args.ranks < 1) {
+    throw Error(Errc::invalid_option,
+                "gpuxfer launch: -n " + std::to_string(args.ranks) + ": at least 1 process");
+  }
+  if (!(args.grace_seconds >= 0))
+    throw Error(Errc::invalid_option, "gpuxfer launch: --grace must be 0 or more seconds");
+  const int world = args.ranks_given ? args.ranks : visible_gpus();
+  const int port = detail::pick_free_port("127.0.0.1");
+
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  for (const int signal : forwarded_signals) sigaction(signal, &action, nullptr);
+
+  std::vector<Rank> ranks;
+  ranks.reserve(static_cast<std::size_t>(world));
+  for (int i = 0; i < world; ++i) ranks.emplace_back(i);
+  try {
+    for (Rank& rank : ranks) start(rank, world, port, command);
+  } catch (...) {
+    signal_all(ranks, SIGKILL);
+    for (Rank& rank : ranks) {
+      if (rank.running) waitpid(rank.pid, nullptr, 0);
+    }
+    throw;
+  }
+  const auto grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
+  return Supervisor(ranks, grace).run();
+}
+
+}  // namespace gpuxfer::cli

@@ -1,0 +1,134 @@
+#include "comm/launch_env.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::detail {
+namespace {
+
+// One launcher's variable names, in the order rank, world size, local rank.
+struct Launcher {
+  const char* name;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+};
+
+constexpr Launcher launchers[] = {
+    {"gpuxfer", "GPUXFER_RANK", "GPUXFER_WORLD_SIZE", "GPUXFER_LOCAL_RANK"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+};
+
+[[noreturn]] void bad(const std::string& variable, const std::string& value, const std::string& why) {
+  throw Error(Errc::invalid_option, variable + "='" + value + "': " + why);
+}
+
+std::string require(const EnvLookup& lookup, const std::string& variable, const std::string& because) {
+  auto value = lookup(variable);
+  if (!value) throw Error(Errc::invalid_option, variable + " is not set (" + because + ")");
+  return *value;
+}
+
+int parse_count(const EnvLookup& lookup, const std::string& variable, const std::string& because, int least) {
+  const std::string value = require(lookup, variable, because);
+  int number = 0;
+  const auto* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, number);
+  if (value.empty() || ec != std::errc{} || ptr != end || number < least) {
+    bad(variable, value, "expected an integer of at least " + std::to_string(least));
+  }
+  return number;
+}
+
+std::chrono::milliseconds parse_timeout(const EnvLookup& lookup) {
+  const auto value = lookup("GPUXFER_TIMEOUT");
+  if (!value) return default_comm_timeout;
+  double seconds = 0;
+  const auto* end = value->data() + value->size();
+  const auto [ptr, ec] = std::from_chars(value->data(), end, seconds);
+  if (value->empty() || ec != std::errc{} || ptr != end || !(seconds >= 0.001) || seconds > 1e6) {
+    bad("GPUXFER_TIMEOUT", *value, "expected seconds, from 0.001 to 1000000 (for example 300 or 2.5)");
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+// GPUXFER_INIT, else MASTER_ADDR + MASTER_PORT, else nothing.
+std::optional<InitAddress> find_address(const EnvLookup& lookup) {
+  if (const auto init = lookup("GPUXFER_INIT")) return parse_init_address(*init, "GPUXFER_INIT");
+  const auto host = lookup("MASTER_ADDR");
+  const auto port = lookup("MASTER_PORT");
+  if (!host && !port) return std::nullopt;
+  if (!host || host->empty()) {
+    throw Error(Errc::invalid_option, "MASTER_PORT is set but MASTER_ADDR is not: set both, or GPUXFER_INIT");
+  }
+  if (!port)
+    throw Error(Errc::invalid_option, "MASTER_ADDR is set but MASTER_PORT is not: set both, or GPUXFER_INIT");
+  return tcp_address(*host, *port, "MASTER_PORT");
+}
+
+LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
+  const std::string because = std::string("it must be set with ") + launcher.rank;
+  LaunchEnv env;
+  env.launcher = launcher.name;
+  env.world_size = parse_count(lookup, launcher.world_size, because, 1);
+  env.rank = parse_count(lookup, launcher.rank, because, 0);
+  if (env.rank >= env.world_size) {
+    bad(launcher.rank, std::to_string(env.rank),
+        std::string("out of range: ") + launcher.world_size + "=" + std::to_string(env.world_size) +
+            " allows ranks 0 to " + std::to_string(env.world_size - 1));
+  }
+  // gpuxfer launch always sets the local rank; by hand, one node is the likely case.
+  env.local_rank =
+      lookup(launcher.local_rank) ? parse_count(lookup, launcher.local_rank, because, 0) : env.rank;
+  if (env.local_rank >= env.world_size) {
+    bad(launcher.local_rank, std::to_string(env.local_rank),
+        std::string("out of range: a local rank is below ") + launcher.world_size + "=" +
+            std::to_string(env.world_size));
+  }
+  return env;
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env(const EnvLookup& lookup) {
+  const auto timeout = parse_timeout(lookup);
+  for (const Launcher& launcher : launchers) {
+    if (!lookup(launcher.rank)) continue;
+    LaunchEnv env = read_ranks(lookup, launcher);
+    env.timeout = timeout;
+    if (auto address = find_address(lookup)) {
+      env.init = std::move(*address);
+    } else if (env.world_size > 1) {
+      throw Error(Errc::invalid_option,
+                  std::string(launcher.rank) + " is set (" + launcher.name + ") with " + launcher.world_size +
+                      "=" + std::to_string(env.world_size) +
+                      " but no rendezvous address: set GPUXFER_INIT=tcp://<rank 0's host>:<port> (or "
+                      "file:///<shared path>), or MASTER_ADDR and MASTER_PORT");
+    }
+    return env;
+  }
+  for (const char* orphan : {"GPUXFER_WORLD_SIZE", "GPUXFER_LOCAL_RANK"}) {
+    if (const auto value = lookup(orphan)) {
+      bad(orphan, *value, "set without GPUXFER_RANK: set GPUXFER_RANK too, or neither");
+    }
+  }
+  LaunchEnv single;
+  single.timeout = timeout;
+  return single;
+}
+
+LaunchEnv launch_env_from_process() {
+  return read_launch_env([](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  });
+}
+
+}  // namespace gpuxfer::detail

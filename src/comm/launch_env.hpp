@@ -1,0 +1,38 @@
+// Who this process is in a job of several: rank, world size, local rank and the rendezvous address, read
+// from the environment that the launcher set (gpuxfer launch, torchrun, Slurm, Open MPI).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <gpuxfer/options.hpp>
+
+#include "comm/init_address.hpp"
+
+namespace gpuxfer::detail {
+
+/// What GPUXFER_TIMEOUT is when unset.
+inline constexpr std::chrono::seconds default_comm_timeout{300};
+
+struct LaunchEnv {
+  int rank = 0;        ///< 0 to world_size - 1
+  int world_size = 1;  ///< the number of processes in the job
+  int local_rank = 0;  ///< this process's index among those of its node: picks the GPU
+  InitAddress init;    ///< where the ranks meet; Kind::none for a single process
+  std::chrono::milliseconds timeout = default_comm_timeout;  ///< bounds every wait (GPUXFER_TIMEOUT)
+  std::string launcher = "none";  ///< whose variables were read: gpuxfer, torchrun, slurm, openmpi or none
+};
+
+/// Reads, in this precedence: GPUXFER_RANK / GPUXFER_WORLD_SIZE / GPUXFER_LOCAL_RANK / GPUXFER_INIT;
+/// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's SLURM_PROCID / SLURM_NTASKS
+/// / SLURM_LOCALID; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK. Slurm and Open MPI give no
+/// address: it comes from GPUXFER_INIT or MASTER_ADDR and MASTER_PORT. GPUXFER_INIT wins over
+/// MASTER_ADDR/MASTER_PORT. With none of them set: a single process (rank 0 of 1, no address).
+/// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all.
+/// @throws Error(Errc::invalid_option) naming the variable and its value
+[[nodiscard]] LaunchEnv read_launch_env(const EnvLookup& lookup);
+
+/// read_launch_env over the process environment.
+[[nodiscard]] LaunchEnv launch_env_from_process();
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,18 @@
+// The bootstrap of a job of several processes: every rank gets the same opaque blob from rank 0 (an NCCL
+// unique id, next), over the rendezvous that the launch environment names.
+#pragma once
+
+#include <string>
+
+#include "comm/launch_env.hpp"
+
+namespace gpuxfer::detail {
+
+/// Hands every rank @p blob as rank 0 has it (on the other ranks @p blob is not read), over TCP or a
+/// shared file as @p env.init says; a single process gets @p blob back at once. Returns only when every
+/// rank has joined (TCP) or rank 0 has seen every rank's claim (file), so it doubles as a barrier.
+/// @throws Error(Errc::comm_error) for the failures listed in tcp_rendezvous.hpp and file_rendezvous.hpp,
+///         each within @p env.timeout; Error(Errc::invalid_option) for a world of several without address
+[[nodiscard]] std::string exchange_blob(const LaunchEnv& env, const std::string& blob);
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,182 @@
+#include "comm/socket.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::detail {
+namespace {
+
+[[noreturn]] void comm_fail(const std::string& message) { throw Error(Errc::comm_error, message); }
+
+std::string endpoint(const std::string& host, int port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+struct AddrInfoFree {
+  void operator()(addrinfo* info) const noexcept { freeaddrinfo(info); }
+};
+using AddrInfo = std::unique_ptr<addrinfo, AddrInfoFree>;
+
+AddrInfo resolve(const std::string& host, int port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* found = nullptr;
+  const int status = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (status != 0) {
+    comm_fail("cannot resolve the rendezvous host '" + host + "' (" + gai_strerror(status) +
+              "): check GPUXFER_INIT or MASTER_ADDR");
+  }
+  return AddrInfo(found);
+}
+
+UniqueFd open_socket(const addrinfo& info) {
+  return UniqueFd(socket(info.ai_family, info.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, info.ai_protocol));
+}
+
+// One connection attempt, waiting at most until the deadline (and 1 s). Returns 0 or the errno.
+int try_connect(const UniqueFd& fd, const addrinfo& info, const Deadline& deadline) {
+  if (connect(fd.get(), info.ai_addr, info.ai_addrlen) == 0) return 0;
+  if (errno != EINPROGRESS) return errno;
+  pollfd waiter{fd.get(), POLLOUT, 0};
+  const int ready = poll(&waiter, 1, deadline.poll_ms());
+  if (ready <= 0) return ready == 0 ? ETIMEDOUT : errno;
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) return errno;
+  return error;
+}
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int UniqueFd::release() noexcept {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+UniqueFd tcp_listen(const std::string& host, int port, int backlog) {
+  const AddrInfo found = resolve(host, port, true);
+  int last_error = 0;
+  for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
+    UniqueFd fd = open_socket(*info);
+    if (!fd) {
+      last_error = errno;
+      continue;
+    }
+    const int on = 1;  // a port still in TIME_WAIT from the last job is free to listen on again
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd.get(), info->ai_addr, info->ai_addrlen) == 0 && listen(fd.get(), backlog) == 0) return fd;
+    last_error = errno;
+  }
+  if (last_error == EADDRINUSE) {
+    comm_fail("rank 0 cannot listen on " + endpoint(host, port) +
+              ": the port is already in use (another job, or a process still holding it): choose another "
+              "port in GPUXFER_INIT or MASTER_PORT");
+  }
+  comm_fail("rank 0 cannot listen on " + endpoint(host, port) + " (" + std::strerror(last_error) +
+            "): GPUXFER_INIT or MASTER_ADDR must name an address of rank 0's own host");
+}
+
+int bound_port(const UniqueFd& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    comm_fail(std::string("getsockname failed: ") + std::strerror(errno));
+  }
+  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+}
+
+int pick_free_port(const std::string& host) { return bound_port(tcp_listen(host, 0, 1)); }
+
+UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline, const std::string& who) {
+  int last_error = 0;
+  do {
+    const AddrInfo found = resolve(host, port, false);
+    for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
+      UniqueFd fd = open_socket(*info);
+      if (!fd) {
+        last_error = errno;
+        continue;
+      }
+      last_error = try_connect(fd, *info, deadline);
+      if (last_error == 0) return fd;
+    }
+    // Nobody listens yet (rank 0 starts later) or the network is not up: try again shortly.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, deadline.poll_ms())));
+  } while (!deadline.expired());
+  comm_fail(who + " could not reach rank 0 at " + endpoint(host, port) + " within " + deadline.describe() +
+            " (last error: " + std::strerror(last_error) +
+            "): check that rank 0 runs, that GPUXFER_INIT or MASTER_ADDR/MASTER_PORT name its host and port, "
+            "and that no firewall is in the way");
+}
+
+bool send_all(const UniqueFd& socket, std::span<const std::byte> bytes, const Deadline& deadline) {
+  while (!bytes.empty()) {
+    const ssize_t sent = send(socket.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent > 0) {
+      bytes = bytes.subspan(static_cast<std::size_t>(sent));
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd waiter{socket.get(), POLLOUT, 0};
+      if (poll(&waiter, 1, deadline.poll_ms()) <= 0 && deadline.expired()) return false;
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+ReadResult read_some(const UniqueFd& socket, std::string& buffer, std::size_t limit) {
+  char chunk[4096];
+  while (buffer.size() < limit) {
+    const ssize_t got = recv(socket.get(), chunk, std::min(sizeof(chunk), limit - buffer.size()), 0);
+    if (got > 0) {
+      buffer.append(chunk, static_cast<std::size_t>(got));
+      continue;
+    }
+    if (got == 0) return ReadResult::closed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadResult::would_block;
+    return ReadResult::closed;  // reset by the peer: gone all the same
+  }
+  return ReadResult::data;
+}
+
+bool wait_readable(const UniqueFd& socket, const Deadline& deadline) {
+  while (true) {
+    pollfd waiter{socket.get(), POLLIN, 0};
+    const int ready = poll(&waiter, 1, deadline.poll_ms());
+    if (ready > 0) return true;
+    if (deadline.expired()) return false;
+  }
+}
+
+}  // namespace gpuxfer::detail

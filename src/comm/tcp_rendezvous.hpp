@@ -1,0 +1,30 @@
+// The TCP rendezvous: rank 0 listens and serves, every other rank connects, says who it is (a Hello), and
+// gets rank 0's blob back, or the error that rank 0 found, which it throws. One thread, poll() throughout.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "comm/init_address.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/wire.hpp"
+
+namespace gpuxfer::detail {
+
+/// Rank 0: listens on @p env.init, waits until every other rank has said hello, then sends each @p blob.
+/// Any inconsistency (world sizes that disagree, a rank claimed twice, a rank out of range, another
+/// protocol version) or ranks missing at the deadline: every rank connected so far gets the error text,
+/// then this throws it.
+/// @throws Error(Errc::comm_error) naming the ranks, the hosts and what to set
+void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob);
+
+/// A rank other than 0: returns rank 0's blob.
+/// @throws Error(Errc::comm_error) when rank 0 cannot be reached by the deadline, answers with an error,
+///         or closes the connection without an answer
+[[nodiscard]] std::string join_tcp_rendezvous(const LaunchEnv& env);
+
+/// join_tcp_rendezvous with a Hello the caller built (the tests send wrong ones).
+[[nodiscard]] std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace gpuxfer::detail

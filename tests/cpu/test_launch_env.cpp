@@ -1,0 +1,219 @@
+// The launch environment of a job of several processes (src/comm/launch_env): each launcher's variables,
+// their precedence, the rendezvous address and GPUXFER_TIMEOUT, and an error naming the variable and the
+// value for every bad one.
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "comm/launch_env.hpp"
+#include "common/env.hpp"
+#include "common/expect_error.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using detail::InitAddress;
+using detail::LaunchEnv;
+using test::FakeEnv;
+using test::throws_error;
+
+LaunchEnv read(std::map<std::string, std::string> values) {
+  FakeEnv env(std::move(values));
+  return detail::read_launch_env(env.lookup());
+}
+
+TEST(LaunchEnv, NothingSetIsOneProcess) {
+  const LaunchEnv env = read({});
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.init.kind, InitAddress::Kind::none);
+  EXPECT_EQ(env.launcher, "none");
+  EXPECT_EQ(env.timeout, detail::default_comm_timeout);
+}
+
+TEST(LaunchEnv, Gpuxfer) {
+  const LaunchEnv env = read({{"GPUXFER_RANK", "2"},
+                              {"GPUXFER_WORLD_SIZE", "4"},
+                              {"GPUXFER_LOCAL_RANK", "1"},
+                              {"GPUXFER_INIT", "tcp://node-a:29500"},
+                              {"GPUXFER_TIMEOUT", "2.5"}});
+  EXPECT_EQ(env.launcher, "gpuxfer");
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.init.kind, InitAddress::Kind::tcp);
+  EXPECT_EQ(env.init.host, "node-a");
+  EXPECT_EQ(env.init.port, 29500);
+  EXPECT_EQ(env.timeout, std::chrono::milliseconds(2500));
+}
+
+TEST(LaunchEnv, GpuxferLocalRankDefaultsToTheRank) {
+  const LaunchEnv env =
+      read({{"GPUXFER_RANK", "3"}, {"GPUXFER_WORLD_SIZE", "4"}, {"GPUXFER_INIT", "file:///tmp/x"}});
+  EXPECT_EQ(env.local_rank, 3);
+  EXPECT_EQ(env.init.kind, InitAddress::Kind::file);
+  EXPECT_EQ(env.init.path, "/tmp/x");
+}
+
+TEST(LaunchEnv, Torchrun) {
+  const LaunchEnv env = read({{"RANK", "1"},
+                              {"WORLD_SIZE", "2"},
+                              {"LOCAL_RANK", "0"},
+                              {"MASTER_ADDR", "10.0.0.1"},
+                              {"MASTER_PORT", "29400"}});
+  EXPECT_EQ(env.launcher, "torchrun");
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 2);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.init.to_string(), "tcp://10.0.0.1:29400");
+}
+
+TEST(LaunchEnv, GpuxferInitWinsOverMaster) {
+  const LaunchEnv env = read({{"RANK", "0"},
+                              {"WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "10.0.0.1"},
+                              {"MASTER_PORT", "29400"},
+                              {"GPUXFER_INIT", "tcp://[::1]:7000"}});
+  EXPECT_EQ(env.init.host, "::1");
+  EXPECT_EQ(env.init.port, 7000);
+  EXPECT_EQ(env.init.to_string(), "tcp://[::1]:7000");
+}
+
+TEST(LaunchEnv, SlurmTakesTheAddressFromMaster) {
+  const LaunchEnv env = read({{"SLURM_PROCID", "5"},
+                              {"SLURM_NTASKS", "8"},
+                              {"SLURM_LOCALID", "1"},
+                              {"MASTER_ADDR", "n1"},
+                              {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(env.launcher, "slurm");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.init.to_string(), "tcp://n1:1234");
+}
+
+TEST(LaunchEnv, OpenMpiTakesTheAddressFromGpuxferInit) {
+  const LaunchEnv env = read({{"OMPI_COMM_WORLD_RANK", "1"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                              {"GPUXFER_INIT", "file:///shared/job"}});
+  EXPECT_EQ(env.launcher, "openmpi");
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.init.path, "/shared/job");
+}
+
+TEST(LaunchEnv, PrecedenceIsGpuxferTorchrunSlurmOpenMpi) {
+  std::map<std::string, std::string> all{{"GPUXFER_RANK", "1"},
+                                         {"GPUXFER_WORLD_SIZE", "2"},
+                                         {"RANK", "2"},
+                                         {"WORLD_SIZE", "3"},
+                                         {"LOCAL_RANK", "0"},
+                                         {"SLURM_PROCID", "3"},
+                                         {"SLURM_NTASKS", "4"},
+                                         {"SLURM_LOCALID", "0"},
+                                         {"OMPI_COMM_WORLD_RANK", "4"},
+                                         {"OMPI_COMM_WORLD_SIZE", "5"},
+                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                         {"GPUXFER_INIT", "tcp://h:1"}};
+  EXPECT_EQ(read(all).launcher, "gpuxfer");
+  all.erase("GPUXFER_RANK");
+  all.erase("GPUXFER_WORLD_SIZE");
+  EXPECT_EQ(read(all).launcher, "torchrun");
+  all.erase("RANK");
+  EXPECT_EQ(read(all).launcher, "slurm");
+  all.erase("SLURM_PROCID");
+  const LaunchEnv mpi = read(all);
+  EXPECT_EQ(mpi.launcher, "openmpi");
+  EXPECT_EQ(mpi.rank, 4);
+  EXPECT_EQ(mpi.world_size, 5);
+}
+
+TEST(LaunchEnv, OneRankNeedsNoAddress) {
+  const LaunchEnv env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.init.kind, InitAddress::Kind::none);
+}
+
+// Each bad environment, and the texts its error must carry: the variable and its value.
+struct BadEnvRow {
+  const char* what;
+  std::map<std::string, std::string> values;
+  std::vector<std::string> texts;
+};
+
+class LaunchEnvBad : public ::testing::TestWithParam<BadEnvRow> {};
+
+TEST_P(LaunchEnvBad, NamesTheVariableAndTheValue) {
+  const BadEnvRow& row = GetParam();
+  EXPECT_TRUE(test::throws_error_containing([&] { (void)read(row.values); }, Errc::invalid_option, row.texts))
+      << row.what;
+}
+
+const std::map<std::string, std::string> good{
+    {"GPUXFER_RANK", "1"}, {"GPUXFER_WORLD_SIZE", "2"}, {"GPUXFER_INIT", "tcp://127.0.0.1:29500"}};
+
+std::map<std::string, std::string> with(std::map<std::string, std::string> base, const std::string& name,
+                                        const std::string& value) {
+  base[name] = value;
+  return base;
+}
+
+std::map<std::string, std::string> without(std::map<std::string, std::string> base, const std::string& name) {
+  base.erase(name);
+  return base;
+}
+
+const BadEnvRow bad_rows[] = {
+    {"rank not a number", with(good, "GPUXFER_RANK", "one"), {"GPUXFER_RANK", "one"}},
+    {"negative rank", with(good, "GPUXFER_RANK", "-1"), {"GPUXFER_RANK", "-1"}},
+    {"rank out of range", with(good, "GPUXFER_RANK", "2"), {"GPUXFER_RANK", "'2'", "out of range", "0 to 1"}},
+    {"world size zero", with(good, "GPUXFER_WORLD_SIZE", "0"), {"GPUXFER_WORLD_SIZE", "'0'"}},
+    {"world size trailing text", with(good, "GPUXFER_WORLD_SIZE", "2x"), {"GPUXFER_WORLD_SIZE", "2x"}},
+    {"world size missing", without(good, "GPUXFER_WORLD_SIZE"), {"GPUXFER_WORLD_SIZE", "not set"}},
+    {"local rank out of range", with(good, "GPUXFER_LOCAL_RANK", "7"), {"GPUXFER_LOCAL_RANK", "'7'"}},
+    {"local rank not a number", with(good, "GPUXFER_LOCAL_RANK", "a"), {"GPUXFER_LOCAL_RANK", "'a'"}},
+    {"no address", without(good, "GPUXFER_INIT"), {"GPUXFER_INIT", "MASTER_ADDR", "no rendezvous address"}},
+    {"unknown scheme", with(good, "GPUXFER_INIT", "udp://h:1"), {"GPUXFER_INIT", "udp://h:1"}},
+    {"port missing", with(good, "GPUXFER_INIT", "tcp://host"), {"GPUXFER_INIT", "tcp://host", "port"}},
+    {"port zero", with(good, "GPUXFER_INIT", "tcp://host:0"), {"GPUXFER_INIT", "tcp://host:0", "1 to 65535"}},
+    {"port too big", with(good, "GPUXFER_INIT", "tcp://host:65536"), {"GPUXFER_INIT", "65536"}},
+    {"host empty", with(good, "GPUXFER_INIT", "tcp://:80"), {"GPUXFER_INIT", "tcp://:80", "host"}},
+    {"relative file",
+     with(good, "GPUXFER_INIT", "file://tmp/x"),
+     {"GPUXFER_INIT", "file://tmp/x", "three slashes"}},
+    {"timeout zero", with(good, "GPUXFER_TIMEOUT", "0"), {"GPUXFER_TIMEOUT", "'0'"}},
+    {"timeout words", with(good, "GPUXFER_TIMEOUT", "5min"), {"GPUXFER_TIMEOUT", "5min"}},
+    {"timeout on one process", {{"GPUXFER_TIMEOUT", "-3"}}, {"GPUXFER_TIMEOUT", "-3"}},
+    {"world size without rank", {{"GPUXFER_WORLD_SIZE", "2"}}, {"GPUXFER_WORLD_SIZE", "GPUXFER_RANK"}},
+    {"torchrun bad port",
+     {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}},
+     {"MASTER_PORT", "http"}},
+    {"torchrun no port", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, {"MASTER_PORT", "not"}},
+    {"torchrun no addr", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, {"MASTER_ADDR", "not"}},
+    {"torchrun rank out of range",
+     {{"RANK", "3"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+     {"RANK", "'3'", "WORLD_SIZE=2"}},
+    {"slurm ntasks bad", {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "many"}}, {"SLURM_NTASKS", "many"}},
+    {"slurm no address", {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, {"SLURM_PROCID", "GPUXFER_INIT"}},
+    {"openmpi local rank bad",
+     {{"OMPI_COMM_WORLD_RANK", "0"},
+      {"OMPI_COMM_WORLD_SIZE", "2"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "x"},
+      {"GPUXFER_INIT", "tcp://h:1"}},
+     {"OMPI_COMM_WORLD_LOCAL_RANK", "'x'"}},
+    {"openmpi size missing", {{"OMPI_COMM_WORLD_RANK", "0"}}, {"OMPI_COMM_WORLD_SIZE", "not set"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Rows, LaunchEnvBad, ::testing::ValuesIn(bad_rows),
+                         [](const ::testing::TestParamInfo<BadEnvRow>& info) {
+                           std::string name = info.param.what;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace gpuxfer

@@ -1,0 +1,89 @@
+// A small program for `gpuxfer launch`'s tests, one mode per argument:
+//   print               prints its rank variables and CUDA_VISIBLE_DEVICES, one line on stdout, one on stderr
+//   rendezvous          runs the rendezvous its environment names; rank 0's blob says its pid; prints it
+//   fail R CODE         rank R exits with CODE after 200 ms; the others wait (at most 30 s) for a signal
+//   stubborn R CODE     as fail, but the others ignore SIGTERM (the launcher must SIGKILL them)
+//   wait                waits (at most 30 s) for a signal and says which one came
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "comm/launch_env.hpp"
+#include "comm/rendezvous.hpp"
+
+namespace {
+
+volatile std::sig_atomic_t received = 0;
+extern "C" void on_signal(int signal) { received = signal; }
+
+std::string var(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "<unset>";
+}
+
+int wait_for_signal() {
+  for (int i = 0; i < 3000 && received == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (received == 0) return 3;
+  std::printf("got signal %d\n", static_cast<int>(received));
+  return 128 + received;
+}
+
+int fail_one(int argc, char** argv, bool stubborn) {
+  if (argc < 4) return 2;
+  const int rank = std::atoi(std::getenv("GPUXFER_RANK"));
+  if (rank == std::atoi(argv[2])) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::printf("failing with %d\n", std::atoi(argv[3]));
+    return std::atoi(argv[3]);
+  }
+  if (stubborn) {
+    std::signal(SIGTERM, SIG_IGN);
+    std::printf("ignoring SIGTERM\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 4;
+  }
+  return wait_for_signal();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "print") {
+    std::printf("rank=%s local=%s world=%s init=%s cuda=%s\n", var("GPUXFER_RANK").c_str(),
+                var("GPUXFER_LOCAL_RANK").c_str(), var("GPUXFER_WORLD_SIZE").c_str(),
+                var("GPUXFER_INIT").c_str(), var("CUDA_VISIBLE_DEVICES").c_str());
+    std::fprintf(stderr, "to stderr from %s\n", var("GPUXFER_RANK").c_str());
+    std::printf("no newline at the end");
+    return 0;
+  }
+  if (mode == "rendezvous") {
+    const auto env = gpuxfer::detail::launch_env_from_process();
+    const std::string blob =
+        gpuxfer::detail::exchange_blob(env, "blob of rank 0, pid " + std::to_string(getpid()));
+    std::printf("rank %d of %d got '%s'\n", env.rank, env.world_size, blob.c_str());
+    return 0;
+  }
+  if (mode == "fail") return fail_one(argc, argv, false);
+  if (mode == "stubborn") return fail_one(argc, argv, true);
+  if (mode == "wait") {
+    std::printf("waiting\n");
+    std::fflush(stdout);
+    return wait_for_signal();
+  }
+  std::fprintf(stderr, "rank_probe: unknown mode '%s'\n", mode.c_str());
+  return 2;
+} catch (const gpuxfer::Error& e) {
+  std::fprintf(stderr, "rank_probe: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,126 @@
+// `gpuxfer launch` end to end, starting rank_probe: every line prefixed by its rank, the job's variables
+// set and CUDA_VISIBLE_DEVICES left alone, a rendezvous between the ranks it started, the first failing
+// exit code returned with the other ranks stopped (SIGTERM, then SIGKILL), signals passed on.
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct LaunchRun {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+  std::chrono::steady_clock::duration took{};
+};
+
+// Runs @p arguments after `gpuxfer launch` through the shell, bounded by coreutils' timeout. @p prefix
+// goes before the command (variables, a wrapper).
+LaunchRun launch(const std::string& arguments, const std::string& prefix = "") {
+  const std::string command = prefix + " timeout -s KILL 60 '" GPUXFER_CLI "' launch " + arguments + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  LaunchRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.output.append(buffer, got);
+  const int status = pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.took = std::chrono::steady_clock::now() - start;
+  return run;
+}
+
+const std::string probe = "'" RANK_PROBE "'";
+
+bool has(const LaunchRun& run, const std::string& text) { return run.output.find(text) != std::string::npos; }
+
+TEST(GpuxferLaunch, PrefixesEveryLineAndSetsTheEnvironment) {
+  const LaunchRun run = launch("-n 3 -- " + probe + " print", "CUDA_VISIBLE_DEVICES=5,6 GPUXFER_RANK=99");
+  ASSERT_EQ(run.code, 0) << run.output;
+  std::set<std::string> ports;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string r = std::to_string(rank);
+    const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " local=" + r +
+                          " world=3 init=tcp://127\\.0\\.0\\.1:([0-9]+) cuda=5,6\n");
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(run.output, match, line)) << "rank " << rank << ":\n" << run.output;
+    ports.insert(match[2]);
+    EXPECT_TRUE(has(run, "[" + r + "] to stderr from " + r + "\n")) << run.output;
+    EXPECT_TRUE(has(run, "[" + r + "] no newline at the end\n")) << run.output;
+  }
+  EXPECT_EQ(ports.size(), 1U) << "the ranks were given different rendezvous ports:\n" << run.output;
+}
+
+TEST(GpuxferLaunch, RanksItStartsMeetOverTcp) {
+  const LaunchRun run = launch("-n 4 " + probe + " rendezvous", "GPUXFER_TIMEOUT=20");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::regex line("\\[([0-9])\\] rank ([0-9]) of 4 got 'blob of rank 0, pid ([0-9]+)'");
+  std::set<std::string> ranks;
+  std::set<std::string> blobs;
+  for (auto it = std::sregex_iterator(run.output.begin(), run.output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ((*it)[1], (*it)[2]) << "a line prefixed with another rank: " << it->str();
+    ranks.insert((*it)[1]);
+    blobs.insert((*it)[3]);
+  }
+  EXPECT_EQ(ranks.size(), 4U) << run.output;
+  EXPECT_EQ(blobs.size(), 1U) << "ranks got different blobs:\n" << run.output;
+}
+
+TEST(GpuxferLaunch, FirstFailureStopsTheOthersAndGivesItsCode) {
+  const LaunchRun run = launch("-n 3 -- " + probe + " fail 1 7");
+  EXPECT_EQ(run.code, 7) << run.output;
+  EXPECT_TRUE(has(run, "[1] failing with 7")) << run.output;
+  EXPECT_TRUE(has(run, "rank 1 exited with code 7; stopping the other ranks")) << run.output;
+  EXPECT_TRUE(has(run, "[0] got signal 15")) << run.output;
+  EXPECT_TRUE(has(run, "[2] got signal 15")) << run.output;
+  EXPECT_LT(run.took, 10s);
+}
+
+TEST(GpuxferLaunch, RanksThatIgnoreSigtermAreKilledAfterTheGrace) {
+  const LaunchRun run = launch("-n 3 --grace 0.5 -- " + probe + " stubborn 0 9");
+  EXPECT_EQ(run.code, 9) << run.output;
+  EXPECT_TRUE(has(run, "[1] ignoring SIGTERM")) << run.output;
+  EXPECT_LT(run.took, 10s) << "the stubborn ranks were not killed";
+}
+
+TEST(GpuxferLaunch, PassesSignalsOn) {
+  // The launcher in the background gets SIGTERM once its ranks wait; each rank must see it.
+  const std::string script =
+      "sh -c '\"$0\" launch -n 2 -- \"$1\" wait & pid=$!; sleep 1; kill -TERM $pid; wait $pid; "
+      "echo rc=$?' '" GPUXFER_CLI "' '" RANK_PROBE "' 2>&1";
+  FILE* pipe = popen(("timeout -s KILL 60 " + script).c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, got);
+  pclose(pipe);
+  EXPECT_NE(output.find("[0] got signal 15"), std::string::npos) << output;
+  EXPECT_NE(output.find("[1] got signal 15"), std::string::npos) << output;
+  EXPECT_NE(output.find("rc=143"), std::string::npos) << output;
+}
+
+TEST(GpuxferLaunch, AProgramThatCannotRun) {
+  const LaunchRun run = launch("-n 2 -- /nonexistent/gpuxfer-program");
+  EXPECT_EQ(run.code, 127) << run.output;
+  EXPECT_TRUE(has(run, "cannot run '/nonexistent/gpuxfer-program'")) << run.output;
+}
+
+TEST(GpuxferLaunch, BadArguments) {
+  const LaunchRun none = launch("-n 2");
+  EXPECT_EQ(none.code, 1) << none.output;
+  EXPECT_TRUE(has(none, "gpuxfer: invalid_option: gpuxfer launch: no program given")) << none.output;
+  const LaunchRun zero = launch("-n 0 -- true");
+  EXPECT_EQ(zero.code, 1) << zero.output;
+  EXPECT_TRUE(has(zero, "-n 0")) << zero.output;
+}
+
+}  // namespace

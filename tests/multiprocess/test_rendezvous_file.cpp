@@ -1,0 +1,101 @@
+// The shared-file rendezvous between forked processes in a temp folder: every rank gets rank 0's blob for
+// 1, 2 and 4 ranks and the folder is left empty; a stale file, a rank claimed twice, world sizes that
+// disagree and a rank that never joins are each an Error(Errc::comm_error) saying what to do.
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "comm/rendezvous.hpp"
+#include "fork_ranks.hpp"
+#include "job.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using namespace std::chrono_literals;
+using test::contains, test::describe, test::rank_body, test::rank_env, test::RankOutcome;
+
+class FileRendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(FileRendezvous, EveryRankGetsRankZerosBlobAndNothingIsLeft) {
+  const int world = GetParam();
+  const test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const auto init = dir.file("job");
+  const std::string blob = test::pattern_blob(static_cast<unsigned>(world) + 10);
+  const auto bodies = test::job_bodies(world, init, blob);
+  std::vector<std::chrono::milliseconds> delays;
+  for (int rank = 0; rank < world; ++rank) {
+    delays.push_back(std::chrono::milliseconds(rank == world - 1 ? 200 : 0));  // one late rank
+  }
+  const auto outcomes = test::run_forked(bodies, 20s, delays);
+  ASSERT_EQ(outcomes.size(), static_cast<std::size_t>(world));
+  EXPECT_TRUE(test::every_rank_got(outcomes, blob));
+  EXPECT_TRUE(dir.empty()) << "files left in " << dir.path();
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FileRendezvous, ::testing::Values(1, 2, 4));
+
+TEST(FileRendezvousErrors, AFileLeftByAnEarlierJob) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  std::ofstream(init.path) << "old";
+  try {
+    (void)detail::exchange_blob(rank_env(1, 2, init, 1000ms), "");
+    FAIL() << "a stale rendezvous file was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::comm_error);
+    EXPECT_NE(std::string(e.what()).find("exists already"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(init.path), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileRendezvousErrors, TwoProcessesClaimingOneRank) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  // Both claims come before rank 0 starts: the second is refused at once, the first completes the job.
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 2, init, 3000ms), "blob"), rank_body(rank_env(1, 2, init, 3000ms), ""),
+       rank_body(rank_env(1, 2, init, 3000ms), "")},
+      20s, {300ms, 0ms, 100ms});
+  EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
+  EXPECT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
+  ASSERT_EQ(outcomes[2].code, "comm_error") << describe(outcomes[2]);
+  EXPECT_TRUE(contains(outcomes[2], "rank 1 is claimed twice")) << outcomes[2].text;
+  EXPECT_TRUE(contains(outcomes[2], "GPUXFER_RANK")) << outcomes[2].text;
+}
+
+TEST(FileRendezvousErrors, WorldSizesThatDisagreeFailBothSides) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 2, init, 3000ms), "b"), rank_body(rank_env(1, 3, init, 3000ms), "")});
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"world size is 3"}));
+}
+
+TEST(FileRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 3, init, 1000ms), "b"), rank_body(rank_env(1, 3, init, 1000ms), "")});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"for rank 2 of 3, which never joined"}));
+  EXPECT_LT(took, 5s);
+}
+
+TEST(FileRendezvousErrors, NoRankZero) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const auto outcomes = test::run_forked({rank_body(rank_env(1, 2, init, 500ms), "")});
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "for rank 0 to write " + init.path)) << outcomes[0].text;
+  EXPECT_TRUE(contains(outcomes[0], "0.5 s (GPUXFER_TIMEOUT)")) << outcomes[0].text;
+}
+
+}  // namespace
+}  // namespace gpuxfer

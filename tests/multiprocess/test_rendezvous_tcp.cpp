@@ -1,0 +1,156 @@
+// The TCP rendezvous between forked processes on 127.0.0.1: every rank gets rank 0's blob byte for byte
+// for 1, 2 and 4 ranks, and each failure of the list is an Error(Errc::comm_error) that names what
+// to check, on rank 0 and on the other ranks, within a short timeout.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/rendezvous.hpp"
+#include "comm/tcp_rendezvous.hpp"
+#include "fork_ranks.hpp"
+#include "job.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using namespace std::chrono_literals;
+using test::contains, test::describe, test::rank_body, test::rank_env, test::RankOutcome;
+
+class TcpRendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
+  const int world = GetParam();
+  const auto init = test::local_tcp();
+  const std::string blob = test::pattern_blob(static_cast<unsigned>(world));
+  const auto bodies = test::job_bodies(world, init, blob);
+  std::vector<std::chrono::milliseconds> delays;
+  for (int rank = 0; rank < world; ++rank) {
+    delays.push_back(rank == 0 ? 300ms : 0ms);  // the others start first and must retry until rank 0 listens
+  }
+  const auto outcomes = test::run_forked(bodies, 20s, delays);
+  ASSERT_EQ(outcomes.size(), static_cast<std::size_t>(world));
+  EXPECT_TRUE(test::every_rank_got(outcomes, blob));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
+
+TEST(TcpRendezvousErrors, NobodyListeningNamesTheAddressAndTheTimeout) {
+  const auto init = test::local_tcp();
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({rank_body(rank_env(1, 2, init, 1000ms), "")});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "127.0.0.1:" + std::to_string(init.port))) << outcomes[0].text;
+  EXPECT_TRUE(contains(outcomes[0], "1 s (GPUXFER_TIMEOUT)")) << outcomes[0].text;
+  EXPECT_TRUE(contains(outcomes[0], "GPUXFER_INIT")) << outcomes[0].text;
+  EXPECT_LT(took, 5s);
+}
+
+TEST(TcpRendezvousErrors, PortInUseOnRankZero) {
+  const detail::UniqueFd holder = detail::tcp_listen("127.0.0.1", 0, 1);
+  const int port = detail::bound_port(holder);
+  const auto init = detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(port), "test");
+  try {
+    (void)detail::exchange_blob(rank_env(0, 2, init, 1000ms), "blob");
+    FAIL() << "rank 0 listened on a port in use";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::comm_error);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("already in use"), std::string::npos) << what;
+    EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
+    EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
+  }
+}
+
+TEST(TcpRendezvousErrors, WorldSizesThatDisagreeFailBothSides) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 2, init, 3000ms), "b"), rank_body(rank_env(1, 3, init, 3000ms), "")});
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"world size is 3", "GPUXFER_WORLD_SIZE"}));
+}
+
+TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 3, init, 3000ms), "b"),
+                                          rank_body(rank_env(1, 3, init, 3000ms), ""),
+                                          rank_body(rank_env(1, 3, init, 3000ms), "")});
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"rank 1 is claimed twice"}));
+}
+
+// Rank 0 of a world of 2 against a hand-made Hello: both sides fail with @p text.
+void expect_hello_refused(const detail::Hello& hello, const std::string& text) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 3000ms), "b"),
+                                          [&] { return detail::join_tcp_rendezvous(init, hello, 3000ms); }});
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {text}));
+}
+
+TEST(TcpRendezvousErrors, RankOutOfRange) {
+  detail::Hello hello;
+  hello.world_size = 2;
+  hello.rank = 5;
+  hello.host = "test-host";
+  expect_hello_refused(hello, "rank 5 (local rank 0 on test-host) is out of range");
+}
+
+TEST(TcpRendezvousErrors, AnotherProtocolVersion) {
+  detail::Hello hello;
+  hello.version = 99;
+  hello.world_size = 2;
+  hello.rank = 1;
+  expect_hello_refused(hello, "protocol 99");
+}
+
+TEST(TcpRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
+  const auto init = test::local_tcp();
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 4, init, 1500ms), "b"),
+                                          rank_body(rank_env(1, 4, init, 1500ms), ""),
+                                          rank_body(rank_env(3, 4, init, 1500ms), "")});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"for rank 2 of 4, which never joined"}));
+  EXPECT_LT(took, 6s);
+}
+
+TEST(TcpRendezvousErrors, AStrangerOnThePortDoesNotBreakTheJob) {
+  const auto init = test::local_tcp();
+  const std::string blob = test::pattern_blob(3);
+  auto stranger = [&] {
+    std::this_thread::sleep_for(100ms);
+    const detail::Deadline deadline(3000ms);
+    const detail::UniqueFd socket = detail::tcp_connect(init.host, init.port, deadline, "stranger");
+    const std::string junk = "GET / HTTP/1.0\r\n\r\n";
+    (void)detail::send_all(socket, std::as_bytes(std::span<const char>(junk.data(), junk.size())), deadline);
+    return std::string("sent");
+  };
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 2, init, 3000ms), blob), stranger, rank_body(rank_env(1, 2, init, 3000ms), "")},
+      20s, {0ms, 0ms, 400ms});
+  for (const RankOutcome& outcome : outcomes) ASSERT_TRUE(outcome.ok) << describe(outcome);
+  EXPECT_EQ(outcomes[2].text, blob);
+}
+
+TEST(TcpRendezvousErrors, RankZeroGoneBeforeAnswering) {
+  const detail::UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1);
+  const auto init =
+      detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(detail::bound_port(listener)), "t");
+  auto closing_server = [&] {
+    const detail::Deadline deadline(3000ms);
+    if (!detail::wait_readable(listener, deadline)) return std::string("nobody came");
+    detail::UniqueFd peer(accept(listener.get(), nullptr, nullptr));
+    std::this_thread::sleep_for(100ms);
+    return std::string("closed");  // the connection closes here, without an answer
+  };
+  const auto outcomes = test::run_forked({closing_server, rank_body(rank_env(1, 2, init, 3000ms), "")});
+  EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
+  ASSERT_EQ(outcomes[1].code, "comm_error") << describe(outcomes[1]);
+  EXPECT_TRUE(contains(outcomes[1], "closed the connection without an answer")) << outcomes[1].text;
+}
+
+}  // namespace
+}  // namespace gpuxfer

@@ -214,47 +214,9 @@ fi
 
 # --- the Python package --------------------------------------------------------------------------------
 if ((run_python)); then
-  section "python tests"
-  if [[ -n $python_skip ]]; then
-    echo "not run: $python_skip"
-    summary+=("python: not run: $python_skip")
-  else
-    started=$SECONDS
-    # torch's wheels bring their own libcudart/libnccl; with them in the process gpuxfer's Manager() crashes
-    # (README, Python: known issue), which would end the whole pytest process. Until that is fixed the torch
-    # cases skip with that reason and the rest (numpy, cupy) runs.
-    GPUXFER_TEST_WITHOUT_TORCH=1 PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" \
-      python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$work/pytest.log" 2>&1
-    pytest_rc=$?
-    {
-      printf '\n=== python tests (pytest tests/python, PYTHONPATH=%s/python)\n' "$build"
-      cat "$work/pytest.log"
-    } >>"$logs/ctest.log"
-    tail -n 30 "$work/pytest.log"
-    # pytest's closing line: "12 passed, 3 skipped, 1 failed in 4.2s" (any order, any subset).
-    closing=$(grep -E '[0-9]+ (passed|failed|skipped|errors?)|no tests ran' "$work/pytest.log" | tail -n 1)
-    py_count() { grep -oE "[0-9]+ $1" <<<"$closing" | grep -oE '[0-9]+' || echo 0; }
-    py_failed=$(($(py_count failed) + $(py_count 'errors?')))
-    summary+=("python: $(py_count passed) passed, $(py_count skipped) skipped, $py_failed failed (pytest exit code $pytest_rc, $((SECONDS - started)) s)")
-    while IFS= read -r reason; do summary+=("  $reason"); done < <(
-      grep -E '^SKIPPED \[' "$work/pytest.log" | sed -E 's/^SKIPPED \[([0-9]+)\] (tests\/python\/)?([^:]+:[0-9]+): /skipped \1 (\3): /' | head -n 15)
-    ((pytest_rc == 0)) || failures+=("python tests")
-
-    # Python against C++ (the bench's JSON above) for the same operations; informational for now.
-    section "python bench (short)"
-    cpp_json=()
-    [[ -s $logs/bench.json ]] && cpp_json=(--cpp "$logs/bench.json")
-    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" python3 benchmarks/python/gpuxfer_python.py \
-      --short "${cpp_json[@]}" >"$work/python-bench.log" 2>&1
-    pybench_rc=$?
-    {
-      printf '\n=== python bench (benchmarks/python/gpuxfer_python.py --short)\n'
-      cat "$work/python-bench.log"
-    } >>"$logs/bench.log"
-    sed -n '/^# Python against C++/,$p' "$work/python-bench.log"
-    summary+=("python bench: exit code $pybench_rc (informational; bench.log): $(tail -n 1 "$work/python-bench.log")")
-    while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^  py_gather +(4096|268435456) ' "$work/python-bench.log")
-  fi
+  # shellcheck source=scripts/gpu-check-python.sh
+  source "scripts/gpu-check-python.sh"
+  run_python_tests
 fi
 
 # --- one GPU -------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import sys
 import time
 
 import torch_baseline
-from torch_baseline import CONVENTION, POISON, Bench, measure_sizes, runner_info
+from torch_baseline import CONVENTION, POISON, Bench, runner_info
 
 # (C++ op, size): (most microseconds above C++, least throughput ratio to C++)
 TARGETS = {("gather", 4 << 10): (2.0, None), ("gather", 256 << 20): (None, 0.98)}
@@ -216,26 +216,23 @@ def parse_args(argv):
 
 
 def run(bench, args):
-    results, waived, failed, wrong_total = [], [], [], 0
-    for name, fn, compare_to, nbytes, need, what in OPS:
-        if name not in args.ops:
-            continue
-        if len(bench.devices) < need:
-            waived.append({"op": name, "why": f"needs {need} devices, {len(bench.devices)} managed"})
-            print(f"#\n# {name}: waived: {waived[-1]['why']}")
-            continue
-        print(f"#\n# {name}: {what}; compare with gpuxfer-bench's {compare_to}")
-        rows = measure_sizes(bench, name, fn, compare_to, nbytes, args, "python", failed)
-        wrong_total += sum(r["wrong"] for r in rows)
-        results += rows
-    return results, waived, failed, wrong_total
+    ops = [(name, fn, compare_to, nbytes, need, f"{what}; compare with gpuxfer-bench's {compare_to}")
+           for name, fn, compare_to, nbytes, need, what in OPS]
+    return torch_baseline.run_ops(bench, ops, args, bench.devices, "python")
+
+
+def frameworks():
+    """gpuxfer and torch, or the ImportError that says which is missing."""
+    import gpuxfer
+    import torch
+
+    return gpuxfer, torch
 
 
 def main(argv):
     args = parse_args(argv)
     try:
-        import gpuxfer
-        import torch
+        gpuxfer, torch = frameworks()
     except ImportError as e:
         print(f"gpuxfer_python: {e}", file=sys.stderr)
         return 2
@@ -281,9 +278,7 @@ def main(argv):
             "versus_cpp": rows,
             "wrong": wrong,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        torch_baseline.write_json(args.json, doc)
     return 0 if ok else 1
 
 

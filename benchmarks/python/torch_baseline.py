@@ -274,6 +274,31 @@ def runner_info(torch, devices):
     }
 
 
+def run_ops(bench, ops, args, devices, tool):
+    """Measures each (name, fn, compare_to, nbytes, need, header) of ops that args.ops names, at every size;
+    one needing more devices than there are is waived. Returns (results, waived, failed, wrong bytes)."""
+    results, waived, failed, wrong = [], [], [], 0
+    for name, fn, compare_to, nbytes, need, header in ops:
+        if name not in args.ops:
+            continue
+        if len(devices) < need:
+            waived.append({"op": name, "why": f"needs {need} devices, {len(devices)} available"})
+            print(f"#\n# {name}: waived: {waived[-1]['why']}")
+            continue
+        print(f"#\n# {name}: {header}")
+        rows = measure_sizes(bench, name, fn, compare_to, nbytes, args, tool, failed)
+        wrong += sum(r["wrong"] for r in rows)
+        results += rows
+    return results, waived, failed, wrong
+
+
+def write_json(path, doc):
+    """Writes a bench document as gpuxfer-bench does: indented, newline-terminated."""
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def main(argv):
     args = parse_args(argv)
     try:
@@ -292,18 +317,9 @@ def main(argv):
           f"NCCL {info['nccl_version']}, {len(devices)} devices: {', '.join(info['names'])}")
     print(f"# sizes per device: {args.sizes[0]} .. {args.sizes[-1]}; warm-up {args.warmup}, median of {args.iters}")
     print(f"# {CONVENTION}")
-    results, waived, failed, total_wrong = [], [], [], 0
-    for name, fn, compare_to, rule, nbytes, need, what in OPS:
-        if name not in args.ops:
-            continue
-        if len(devices) < need:
-            waived.append({"op": name, "why": f"needs {need} devices, {len(devices)} visible"})
-            print(f"#\n# {name}: waived: {waived[-1]['why']}")
-            continue
-        print(f"#\n# {name}: {what}\n#   bytes = {rule}; compare with gpuxfer's {compare_to}")
-        rows = measure_sizes(bench, name, fn, compare_to, nbytes, args, "torch", failed)
-        total_wrong += sum(r["wrong"] for r in rows)
-        results += rows
+    ops = [(name, fn, compare_to, nbytes, need, f"{what}\n#   bytes = {rule}; compare with gpuxfer's {compare_to}")
+           for name, fn, compare_to, rule, nbytes, need, what in OPS]
+    results, waived, failed, total_wrong = run_ops(bench, ops, args, devices, "torch")
     head = HEADLINE_SIZE if HEADLINE_SIZE in args.sizes else args.sizes[-1]
     headline = {"size": head, "gbps": {r["op"]: r["gbps"] for r in results if r["size"] == head}}
     ok = total_wrong == 0 and not failed
@@ -313,9 +329,7 @@ def main(argv):
         doc = {"schema": "gpuxfer-bench/1", "tool": "torch_baseline", "convention": CONVENTION, "runner": info,
                "ceilings": {}, "results": results, "waived": waived, "failed": failed, "headline": headline,
                "wrong": total_wrong}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_json(args.json, doc)
     return 0 if ok else 1
 
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -117,12 +118,9 @@ CopyKernel kernel_from_env() noexcept {
 }  // namespace
 
 std::string_view to_string(CopyKernel kernel) noexcept {
-  switch (kernel) {
-    case CopyKernel::libc: return "libc";
-    case CopyKernel::avx2: return "avx2";
-    case CopyKernel::avx512: return "avx512";
-  }
-  return "libc";
+  static constexpr std::string_view names[] = {"libc", "avx2", "avx512"};  // in CopyKernel's order
+  const auto index = static_cast<std::size_t>(kernel);
+  return index < std::size(names) ? names[index] : names[0];
 }
 
 CopyKernel copy_kernel() noexcept {

@@ -13,17 +13,20 @@ Stream::Stream(int device) : device_(device) {
                        "creating a copy stream on ordinal " + std::to_string(device));
 }
 
-Stream::~Stream() {
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
-}
+Stream::~Stream() { reset(); }
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
-    if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+    reset();
     device_ = other.device_;
     stream_ = std::exchange(other.stream_, nullptr);
   }
   return *this;
+}
+
+void Stream::reset() noexcept {
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  stream_ = nullptr;
 }
 
 }  // namespace gpuxfer::detail

@@ -24,6 +24,8 @@ class Stream {
   [[nodiscard]] int device() const noexcept { return device_; }
 
  private:
+  void reset() noexcept;  // destroys the stream, if any
+
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
 };

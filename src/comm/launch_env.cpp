@@ -2,11 +2,12 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
 #include <gpuxfer/error.hpp>
+
+#include "node/environment.hpp"
 
 namespace gpuxfer::detail {
 namespace {
@@ -124,11 +125,6 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
   return single;
 }
 
-LaunchEnv launch_env_from_process() {
-  return read_launch_env([](std::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    return value ? std::optional<std::string>(value) : std::nullopt;
-  });
-}
+LaunchEnv launch_env_from_process() { return read_launch_env(process_env_lookup()); }
 
 }  // namespace gpuxfer::detail

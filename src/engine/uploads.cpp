@@ -16,13 +16,13 @@ namespace {
 
 constexpr std::size_t share_granule = std::size_t{64} << 10;
 
-// Hands out chunks of @p data: in place when it is pinned, else copied by @p device's host threads into
-// a ChunkRing on its staging node, whose slot is refilled only after the uploads that read it completed.
+// Hands out chunks of @p data: in place when it is @p pinned, else copied by @p device's host threads
+// into a ChunkRing on its staging node, whose slot is refilled only after the uploads that read it completed.
 class HostSource {
  public:
-  HostSource(ManagerState& m, std::span<const std::byte> data, std::size_t chunk, std::size_t device)
+  HostSource(ManagerState& m, std::span<const std::byte> data, bool pinned, std::size_t chunk, std::size_t device)
       : m_(m), data_(data), device_(device) {
-    if (!is_pinned_range(data.data(), data.size())) {
+    if (!pinned) {
       ring_.emplace(m.pool, data.size(), chunk, host_ring_slots, m.staging_node(device));
     }
   }
@@ -55,11 +55,11 @@ void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, c
                        "broadcast upload of " + std::to_string(len) + " bytes to " + device_name(m, dst.device));
 }
 
-void per_device(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
-                OperationState& op) {
+void per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
+                std::span<const DeviceRange> targets, OperationState& op) {
   const std::size_t n = data.size();
-  const std::size_t chunk = is_pinned_range(data.data(), n) ? n : std::min(m.options.chunk_bytes, n);
-  HostSource source(m, data, chunk, targets.front().device);
+  const std::size_t chunk = pinned ? n : std::min(m.options.chunk_bytes, n);
+  HostSource source(m, data, pinned, chunk, targets.front().device);
   DrainOnError drain;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
@@ -82,13 +82,13 @@ void per_device(ManagerState& m, std::span<const std::byte> data, std::span<cons
   op.wait();
 }
 
-void scatter_allgather(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
-                       OperationState& op) {
+void scatter_allgather(ManagerState& m, std::span<const std::byte> data, bool pinned,
+                       std::span<const DeviceRange> targets, OperationState& op) {
   const std::size_t n = data.size();
   const std::size_t k = targets.size();
   const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
   const std::size_t chunk = std::min(m.options.chunk_bytes, share);
-  HostSource source(m, data, chunk, targets.front().device);
+  HostSource source(m, data, pinned, chunk, targets.front().device);
   DrainOnError drain;
   // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.
   for (const DeviceRange& a : targets) {
@@ -132,10 +132,12 @@ void upload_to_all(ManagerState& m, std::span<const std::byte> data, std::span<c
                    UploadMode mode) {
   if (data.empty() || targets.empty()) return;
   OperationState op("broadcast of " + std::to_string(data.size()) + " bytes");
+  // Asked once: with a registration or a driver query it is not free, and both paths need it.
+  const bool pinned = is_pinned_range(data.data(), data.size());
   if (mode == UploadMode::scatter_allgather && targets.size() > 1) {
-    scatter_allgather(m, data, targets, op);
+    scatter_allgather(m, data, pinned, targets, op);
   } else {
-    per_device(m, data, targets, op);
+    per_device(m, data, pinned, targets, op);
   }
 }
 

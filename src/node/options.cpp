@@ -12,6 +12,8 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "node/environment.hpp"
+
 namespace gpuxfer {
 namespace {
 
@@ -186,12 +188,18 @@ Options apply_env(Options base, const EnvLookup& lookup) {
   return base;
 }
 
-Options Options::from_env() {
-  return apply_env(Options{}, [](std::string_view name) -> std::optional<std::string> {
+namespace detail {
+
+EnvLookup process_env_lookup() {
+  return [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());
     if (value == nullptr) return std::nullopt;
     return std::string(value);
-  });
+  };
 }
+
+}  // namespace detail
+
+Options Options::from_env() { return apply_env(Options{}, detail::process_env_lookup()); }
 
 }  // namespace gpuxfer

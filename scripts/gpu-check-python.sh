@@ -8,10 +8,7 @@ run_python_tests() {
     summary+=("python: not run: $python_skip")
   else
     started=$SECONDS
-    # torch's wheels bring their own libcudart/libnccl; with them in the process gpuxfer's Manager() crashes
-    # (README, Python: known issue), which would end the whole pytest process. Until that is fixed the torch
-    # cases skip with that reason and the rest (numpy, cupy) runs.
-    GPUXFER_TEST_WITHOUT_TORCH=1 PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" \
+    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" \
       python3 -m pytest tests/python -q -rs -p no:cacheprovider >"$work/pytest.log" 2>&1
     pytest_rc=$?
     {

@@ -6,8 +6,8 @@
 #               ctest resource spec when there are 2+), `gpuxfer check`, the README example, the bench's
 #               short mode when it exists
 #   --python    the Python tests (tests/python, pytest) and the Python bench against the module built in
-#               build-gpu/python when python3 has nanobind (skipped with the reason otherwise); apart from
-#               --default while the package crashes on the runner (README, Python: known issue)
+#               build-gpu/python when python3 has nanobind (skipped with the reason otherwise); part of
+#               --default
 #   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
 #               that need 2 GPUs may skip
 #   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over
@@ -26,7 +26,7 @@ export NCCL_NVLS_ENABLE=0  # never NVLink SHARP/multicast on the runner
 run_default=0 run_one_gpu=0 run_sanitize=0 run_python=0
 for arg in "$@"; do
   case $arg in
-    --default) run_default=1 ;;
+    --default) run_default=1 run_python=1 ;;
     --one-gpu) run_one_gpu=1 ;;
     --sanitize) run_sanitize=1 ;;
     --python) run_python=1 ;;
@@ -41,7 +41,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-((run_default + run_one_gpu + run_sanitize + run_python > 0)) || run_default=1
+((run_default + run_one_gpu + run_sanitize + run_python > 0)) || run_default=1 run_python=1
 
 build="build-gpu"
 asan_build="build-asan"

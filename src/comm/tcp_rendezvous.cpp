@@ -67,7 +67,7 @@ class Server {
       Peer& peer = pending_[i];
       if (i + 1 < fds.size() && fds[i + 1].revents != 0 && !read_hello(peer)) continue;  // gone
       if (peer.hello) {
-        admit(std::move(peer));
+        admit(peer);  // moves the peer into joined_ when it is a rank
       } else {
         still_pending.push_back(std::move(peer));
       }
@@ -91,7 +91,7 @@ class Server {
     return peer.hello.has_value() || result != ReadResult::closed;
   }
 
-  void admit(Peer peer) {
+  void admit(Peer& peer) {
     const Hello& hello = *peer.hello;
     if (hello.magic != wire_magic) {
       GPUXFER_LOG(warn, "rendezvous: a connection that is not a gpuxfer rank was dropped");
@@ -123,7 +123,8 @@ class Server {
            &peer);
     }
     GPUXFER_LOG(debug, "rendezvous: " + who + " joined");
-    joined_.emplace(hello.rank, std::move(peer));
+    const std::uint32_t rank = hello.rank;
+    joined_.emplace(rank, std::move(peer));
   }
 
   std::string missing_ranks() const {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 import numpy as np
@@ -101,11 +100,6 @@ class Cupy:
 
 
 def load(name: str) -> Any:
-    if name == "torch" and os.environ.get("GPUXFER_TEST_WITHOUT_TORCH"):
-        pytest.skip(
-            "GPUXFER_TEST_WITHOUT_TORCH is set: with torch's own CUDA and NCCL libraries in the process, "
-            "gpuxfer's Manager() crashes (seen on the H200 runner with torch 2.11 cu130; README, Python)"
-        )
     try:
         return {"torch": Torch, "cupy": Cupy}[name]()
     except ImportError as error:

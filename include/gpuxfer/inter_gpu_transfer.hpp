@@ -26,9 +26,25 @@ struct TransferState;
 /// threads may register, gather, copy and broadcast at once; each operation works on one consistent
 /// snapshot of the registry taken when it starts.
 ///
-/// Ordering: set_device_buffer records an event on the producer's stream; every later operation that
-/// reads or writes that buffer waits for it on the GPU. Blocking operations return once their data has
-/// arrived; the caller's own streams see it without further synchronisation.
+/// Ordering, all of it on the GPU (no host waits):
+///  - A registered buffer belongs to the stream that registered it (set_device_buffer's producer, the
+///    legacy default stream when omitted). Every operation on the buffer first waits for the work queued
+///    on that stream at the time of the operation, and the stream waits for the operation's reads and
+///    writes of the buffer before its later work: "compute, register, gather, compute again" on one
+///    stream needs no synchronisation. The stream must outlive the registration.
+///  - gpuxfer's own operations are ordered per buffer: one that writes a buffer waits for gpuxfer's last
+///    write of it and for the reads in flight; one that reads it waits for the last write.
+///  - Stream-ordered forms (the `_async` members taking a cudaStream_t, no default) also start after
+///    everything already queued on that stream, and the stream waits for them before its later work;
+///    they return once the work is queued. 0 or cudaStreamLegacy means the legacy default stream of each
+///    device involved. Forms of pageable host memory block until the host's part is done (host threads
+///    copy it) and cannot be captured.
+///  - CUDA graphs: while the given stream captures, operations on device memory, on pinned memory and
+///    over NCCL are captured (nothing allocated, synchronised or queried; ordered with the capturing
+///    stream alone, the graph's launches order with the rest); what needs the host or the pinned pool
+///    throws Errc::unsupported saying why.
+///  - Blocking forms are the same work plus a host wait. gather_to_device and gather_slices, whose
+///    outputs or inputs are caller memory, order it with the legacy default stream, as cudaMemcpy does.
 class InterGpuTransfer {
  public:
   /// @throws Error(Errc::invalid_argument) when @p manager is null
@@ -61,6 +77,12 @@ class InterGpuTransfer {
   /// @throws Error(Errc::invalid_argument) when @p data is larger than the destination buffer
   void copy_buffer(std::size_t src_device, std::size_t dst_device, std::span<const std::byte> data);
 
+  /// Stream-ordered copy_buffer: the bytes are on the device when @p stream gets past this point. From
+  /// pinned memory it returns at once (@p data must stay unchanged until then); from pageable memory it
+  /// returns once host threads have staged every byte.
+  void copy_buffer_async(std::size_t src_device, std::size_t dst_device, std::span<const std::byte> data,
+                         cudaStream_t stream);
+
   /// Copies @p src_device's registered buffer into the start of @p dst_device's. Returns when done.
   /// @throws Error(Errc::invalid_buffer) for an index out of range or a missing buffer
   /// @throws Error(Errc::invalid_argument) when the source is larger than the destination, or src == dst
@@ -69,23 +91,39 @@ class InterGpuTransfer {
   /// As copy_device_buffer, returning at once. @throws as copy_device_buffer for bad input
   [[nodiscard]] TransferHandle copy_device_buffer_async(std::size_t src_device, std::size_t dst_device,
                                                         CopyPath path = CopyPath::automatic);
+  /// Stream-ordered copy_device_buffer: after @p stream's earlier work, before its later work. The
+  /// handle also completes with the copy. Capturable over CopyPath::peer (automatic with peer access).
+  TransferHandle copy_device_buffer_async(std::size_t src_device, std::size_t dst_device, cudaStream_t stream,
+                                          CopyPath path = CopyPath::automatic);
 
   /// Writes host bytes @p data into the start of every device's registered buffer, device 0 included.
   /// Every device must have a buffer of at least data.size() bytes. Returns when every device has them.
   /// @throws Error(Errc::invalid_buffer) naming the first device without a buffer
   /// @throws Error(Errc::invalid_argument) naming the first device whose buffer is too small
   void broadcast(std::span<const std::byte> data, HostBroadcastPath path = HostBroadcastPath::automatic);
+  /// Stream-ordered broadcast: every device has the bytes when @p stream gets past this point. From
+  /// pinned memory it returns at once (@p data must stay unchanged until then) and can be captured;
+  /// from pageable memory it returns once host threads have staged every byte.
+  void broadcast_async(std::span<const std::byte> data, cudaStream_t stream,
+                       HostBroadcastPath path = HostBroadcastPath::automatic);
 
   /// Copies @p root's registered buffer into the start of every other device's. Returns when done.
   /// @throws Error(Errc::invalid_buffer / invalid_argument) as broadcast; Errc::unsupported for
   ///         DeviceBroadcastPath::nccl without NCCL; Errc::nccl_error when NCCL fails
   void broadcast_from_device(std::size_t root, DeviceBroadcastPath path = DeviceBroadcastPath::automatic);
+  /// Stream-ordered broadcast_from_device; capturable over NCCL and peer copies.
+  void broadcast_from_device_async(std::size_t root, cudaStream_t stream,
+                                   DeviceBroadcastPath path = DeviceBroadcastPath::automatic);
 
   /// Queues a readback of every registered buffer except @p dst_device's and returns at once. All
   /// sources are in flight together on their own streams.
   /// @throws Error(Errc::invalid_buffer) when @p dst_device is out of range or a buffer was freed
   /// @throws Error(Errc::out_of_memory) when the pinned pool cannot hold the results
   [[nodiscard]] GatherHandle gather(std::size_t dst_device);
+  /// Stream-ordered gather: the results are written when @p stream gets past this point (the handle
+  /// also completes then). Not capturable (the results are leased at each call): capture
+  /// gather_into_async into pinned memory.
+  [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, cudaStream_t stream);
 
   /// gather(dst_device).get(): one pinned HostBuffer per source device, ascending, @p dst_device
   /// skipped, empty where nothing was registered.
@@ -93,6 +131,8 @@ class InterGpuTransfer {
 
   /// Every device's buffer to the host, nothing skipped: entry i belongs to device i.
   [[nodiscard]] std::vector<HostBuffer> gather_all();
+  /// Stream-ordered gather_all, as gather_async.
+  [[nodiscard]] GatherHandle gather_all_async(cudaStream_t stream);
 
   /// Concatenates the registered buffers of every device (ascending; @p skip_device left out when set)
   /// into caller memory @p out, pinned or pageable. Pageable memory is filled through pinned chunks
@@ -100,21 +140,34 @@ class InterGpuTransfer {
   /// @throws Error(Errc::invalid_argument) when @p out is smaller than the sum of the buffers
   std::vector<GatherPiece> gather_into(std::span<std::byte> out,
                                        std::optional<std::size_t> skip_device = std::nullopt);
+  /// Stream-ordered gather_into: into pinned or registered memory it returns at once, the bytes there
+  /// when @p stream gets past this point, and can be captured; into pageable memory it returns once the
+  /// bytes are there.
+  std::vector<GatherPiece> gather_into_async(std::span<std::byte> out, cudaStream_t stream,
+                                             std::optional<std::size_t> skip_device = std::nullopt);
 
   /// Gathers many (typically small) device ranges into host memory @p out, packed back to back in the
   /// order given. Per device the slices are packed on the GPU by one kernel and downloaded with one
-  /// copy, so a thousand 4 KiB pieces cost about what one copy does. Waits for nothing registered: the
-  /// caller orders the slices' producers (for example with cudaDeviceSynchronize or its own events).
-  /// Returns the bytes written (the sum of the slice sizes).
+  /// copy, so a thousand 4 KiB pieces cost about what one copy does. The slices are caller memory: the
+  /// copies start after the work queued on each device's legacy default stream (gather_slices_async:
+  /// on the given stream). Returns the bytes written (the sum of the slice sizes).
   /// @throws Error(Errc::invalid_buffer) for a device index out of range or a slice that is not memory of
   ///         its device; Error(Errc::invalid_argument) when @p out is too small
   std::size_t gather_slices(std::span<const DeviceSlice> slices, std::span<std::byte> out);
+  /// Stream-ordered gather_slices: into pinned memory it returns at once, the bytes there when @p stream
+  /// gets past this point; into pageable memory it returns once they are there. Not capturable.
+  std::size_t gather_slices_async(std::span<const DeviceSlice> slices, std::span<std::byte> out, cudaStream_t stream);
 
   /// Concatenates every device's registered buffer, @p dst_device's own included, ascending, into
-  /// device memory @p out of @p capacity bytes on @p dst_device, over peer links where enabled.
+  /// device memory @p out of @p capacity bytes on @p dst_device, over peer links where enabled. Writes
+  /// @p out after the work queued on the legacy default stream, as cudaMemcpy would.
   /// @throws Error(Errc::invalid_buffer) when @p out is not memory of @p dst_device
   /// @throws Error(Errc::invalid_argument) when @p capacity is smaller than the sum of the buffers
   std::vector<GatherPiece> gather_to_device(std::size_t dst_device, void* out, std::size_t capacity);
+  /// Stream-ordered gather_to_device: @p out is written after @p stream's earlier work and complete when
+  /// @p stream gets past this point. Capturable when every source has peer access to @p dst_device.
+  std::vector<GatherPiece> gather_to_device_async(std::size_t dst_device, void* out, std::size_t capacity,
+                                                  cudaStream_t stream);
 
  private:
   std::shared_ptr<MultiGpuManager> manager_;

@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include <gpuxfer/host_buffer.hpp>
 
 namespace gpuxfer {
@@ -32,6 +34,9 @@ class TransferHandle {
   [[nodiscard]] bool ready() const;
   /// Blocks until the transfer has completed. @throws Error as ready() does
   void wait();
+  /// Makes @p stream wait, on the GPU, for the transfer before its later work (no host wait): an
+  /// asynchronous result chains into the caller's work. @throws Error(Errc::cuda_error) when CUDA refuses
+  void stream_wait(cudaStream_t stream) const;
 
  protected:
   friend class InterGpuTransfer;  // the only maker of handles

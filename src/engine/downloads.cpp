@@ -31,7 +31,8 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
   return record_event(s.ordinal, stream);
 }
 
-void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, std::span<std::byte* const> outs) {
+std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const DeviceRange> sources,
+                                           std::span<std::byte* const> outs) {
   struct Source {
     const DeviceRange& range;
     std::byte* out;
@@ -72,6 +73,13 @@ void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, st
       if (k + src->ring.slot_count() < src->ring.chunk_count()) issue(*src, k + src->ring.slot_count());
     }
   }
+  std::vector<SharedEvent> ends;
+  for (const DeviceRange& r : sources) {
+    DeviceStreams& s = m.streams_of(r.device);
+    DeviceGuard guard(s.ordinal);
+    ends.push_back(record_event(s.ordinal, s.d2h.get()));
+  }
+  return ends;
 }
 
 }  // namespace gpuxfer::detail

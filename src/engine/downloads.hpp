@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "engine/device_range.hpp"
 #include "node/manager_state.hpp"
@@ -14,7 +15,9 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
 
 /// Downloads every range in @p sources into pageable @p outs (same order, each outs[i] the size of
 /// sources[i]), one ChunkRing per source; host threads copy chunk k out while chunk k+1 is in flight,
-/// round-robin over the sources so every link stays busy. Blocks until done.
-void download_pageable(ManagerState& m, std::span<const DeviceRange> sources, std::span<std::byte* const> outs);
+/// round-robin over the sources so every link stays busy. Blocks until done; returns, per source, an event
+/// of its stream recorded after its last copy.
+std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const DeviceRange> sources,
+                                           std::span<std::byte* const> outs);
 
 }  // namespace gpuxfer::detail

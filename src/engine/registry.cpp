@@ -11,7 +11,7 @@ namespace {
 
 DeviceRange range_of(const ManagerState& m, std::size_t device, const Registration& reg) {
   check_still_allocated(m, device, reg.ptr, reg.size, reg.allocation);
-  return {device, static_cast<std::byte*>(reg.ptr), reg.size, reg.ready};
+  return {device, static_cast<std::byte*>(reg.ptr), reg.size, {}, reg.order};
 }
 
 }  // namespace
@@ -63,11 +63,6 @@ std::optional<Registration> BufferRegistry::get(std::size_t index) const {
 RegistrySnapshot BufferRegistry::snapshot() const {
   std::lock_guard lock(mutex_);
   return RegistrySnapshot(m_, slots_);
-}
-
-void BufferRegistry::set_ready(std::size_t index, const void* ptr, SharedEvent ready) {
-  std::lock_guard lock(mutex_);
-  if (slots_[index] && slots_[index]->ptr == ptr) slots_[index]->ready = std::move(ready);
 }
 
 }  // namespace gpuxfer::detail

@@ -3,24 +3,25 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "engine/device_range.hpp"
+#include "engine/ordering.hpp"
 #include "node/manager_state.hpp"
 #include "runtime/driver_api.hpp"
-#include "runtime/event.hpp"
 
 namespace gpuxfer::detail {
 
-/// A registered buffer: where it is, the allocation it lies in (to notice a free), and the event after
-/// which its contents are ready.
+/// A registered buffer: where it is, the allocation it lies in (to notice a free), and its ordering (the
+/// stream it belongs to, gpuxfer's work on it).
 struct Registration {
   void* ptr = nullptr;
   std::size_t size = 0;
   AddressRange allocation;
-  SharedEvent ready;  // null: nothing to wait for
+  std::shared_ptr<BufferOrder> order;
 };
 
 /// The registrations of every device, as one operation sees them: taken under one lock, each re-checked
@@ -57,8 +58,6 @@ class BufferRegistry {
   [[nodiscard]] std::optional<Registration> get(std::size_t index) const;
   /// Every slot, copied under one lock: one consistent view for one operation.
   [[nodiscard]] RegistrySnapshot snapshot() const;
-  /// Makes later operations on @p index wait for @p ready, if the slot still holds @p ptr.
-  void set_ready(std::size_t index, const void* ptr, SharedEvent ready);
 
  private:
   const ManagerState& m_;

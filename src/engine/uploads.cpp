@@ -5,8 +5,6 @@
 #include <string>
 
 #include "engine/chunk_ring.hpp"
-#include "engine/operation_state.hpp"
-#include "memory/host_memory.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
@@ -55,8 +53,8 @@ void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, c
                        "broadcast upload of " + std::to_string(len) + " bytes to " + device_name(m, dst.device));
 }
 
-void per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
-                std::span<const DeviceRange> targets, OperationState& op) {
+std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
+                                    std::span<const DeviceRange> targets) {
   const std::size_t n = data.size();
   const std::size_t chunk = pinned ? n : std::min(m.options.chunk_bytes, n);
   HostSource source(m, data, pinned, chunk, targets.front().device);
@@ -75,15 +73,16 @@ void per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
       source.used(k, record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
     }
   }
+  std::vector<SharedEvent> ends;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
-    op.track(record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()), device_name(m, t.device));
+    ends.push_back(record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
   }
-  op.wait();
+  return ends;  // the source's ring, if any, waits for them as it goes
 }
 
-void scatter_allgather(ManagerState& m, std::span<const std::byte> data, bool pinned,
-                       std::span<const DeviceRange> targets, OperationState& op) {
+std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std::byte> data, bool pinned,
+                                           std::span<const DeviceRange> targets) {
   const std::size_t n = data.size();
   const std::size_t k = targets.size();
   const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
@@ -117,28 +116,23 @@ void scatter_allgather(ManagerState& m, std::span<const std::byte> data, bool pi
                                device_name(m, owner.device) + " to " + device_name(m, other.device));
     }
   }
+  std::vector<SharedEvent> ends;
   for (const DeviceRange& t : targets) {
     DeviceStreams& s = m.streams_of(t.device);
     DeviceGuard guard(s.ordinal);
-    op.track(record_event(s.ordinal, s.h2d.get()), device_name(m, t.device));
-    op.track(record_event(s.ordinal, s.d2d.get()), device_name(m, t.device));
+    ends.push_back(record_event(s.ordinal, s.h2d.get()));
+    ends.push_back(record_event(s.ordinal, s.d2d.get()));
   }
-  op.wait();
+  return ends;
 }
 
 }  // namespace
 
-void upload_to_all(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
-                   UploadMode mode) {
-  if (data.empty() || targets.empty()) return;
-  OperationState op("broadcast of " + std::to_string(data.size()) + " bytes");
-  // Asked once: with a registration or a driver query it is not free, and both paths need it.
-  const bool pinned = is_pinned_range(data.data(), data.size());
-  if (mode == UploadMode::scatter_allgather && targets.size() > 1) {
-    scatter_allgather(m, data, pinned, targets, op);
-  } else {
-    per_device(m, data, pinned, targets, op);
-  }
+std::vector<SharedEvent> upload_to_all(ManagerState& m, std::span<const std::byte> data,
+                                       std::span<const DeviceRange> targets, UploadMode mode, bool pinned) {
+  if (data.empty() || targets.empty()) return {};
+  if (mode == UploadMode::scatter_allgather && targets.size() > 1) return scatter_allgather(m, data, pinned, targets);
+  return per_device(m, data, pinned, targets);
 }
 
 }  // namespace gpuxfer::detail

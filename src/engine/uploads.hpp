@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "engine/device_range.hpp"
 #include "node/manager_state.hpp"
@@ -16,9 +17,12 @@ enum class UploadMode {
   scatter_allgather,  // every device loads a share and forwards it to the others over peer links
 };
 
-/// Writes @p data into every range of @p targets (each at least data.size() bytes). Blocks until every
-/// target holds the bytes.
-void upload_to_all(ManagerState& m, std::span<const std::byte> data, std::span<const DeviceRange> targets,
-                   UploadMode mode);
+/// Queues the writes of @p data into every range of @p targets (each at least data.size() bytes), after
+/// each range's ready events, and returns the events after which every target holds the bytes. From
+/// pinned memory (@p pinned) nothing waits on the host: @p data must stay as it is until those events
+/// complete. From pageable memory host threads copy it through a ChunkRing, which this waits for before it
+/// returns: the copies are then done.
+std::vector<SharedEvent> upload_to_all(ManagerState& m, std::span<const std::byte> data,
+                                       std::span<const DeviceRange> targets, UploadMode mode, bool pinned);
 
 }  // namespace gpuxfer::detail

@@ -11,6 +11,7 @@
 
 #include "engine/device_copies.hpp"
 #include "engine/downloads.hpp"
+#include "engine/ordering.hpp"
 #include "engine/transfer_state.hpp"
 #include "memory/host_memory.hpp"
 #include "node/pointer_checks.hpp"
@@ -38,11 +39,19 @@ std::vector<GatherPiece> layout(const std::vector<std::optional<detail::DeviceRa
   return pieces;
 }
 
-std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, std::optional<std::size_t> skip) {
-  const auto ranges = sources(t, skip);
+std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, std::optional<std::size_t> skip,
+                                                     std::optional<cudaStream_t> caller) {
+  auto ranges = sources(t, skip);
+  detail::OperationOrder order(t.m, caller, "gather");
+  order.refuse_capture(
+      "its results are leased from the pinned pool at each call; capture gather_into_async into pinned memory");
   // Lease every result first: running out of pinned memory then queues nothing.
   std::vector<HostBuffer> results;
   for (const auto& r : ranges) results.push_back(r ? t.m.pool.acquire(r->size, t.m.staging_node(r->device)) : HostBuffer{});
+  for (auto& r : ranges) {
+    if (r && r->size != 0) order.add(*r, detail::Access::read);
+  }
+  order.begin();
   auto op = std::make_unique<detail::OperationState>("gather");
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) {
@@ -50,36 +59,20 @@ std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, s
       continue;
     }
     detail::SharedEvent written = detail::enqueue_download(t.m, *ranges[i], results[i].data());
+    order.done(*ranges[i], {written});
     op->track(written, detail::device_name(t.m, ranges[i]->device));
     op->add_result(std::move(results[i]), std::move(written));
   }
+  order.join();
   return op;
 }
 
-}  // namespace
-
-GatherHandle InterGpuTransfer::gather(std::size_t dst_device) {
-  nvtx3::scoped_range range{"gpuxfer::gather"};
-  detail::check_index(state_->m, dst_device, "gather destination device");
-  return GatherHandle(queue_gather(*state_, dst_device));
-}
-
-std::vector<HostBuffer> InterGpuTransfer::gather_blocking(std::size_t dst_device) {
-  return gather(dst_device).get();
-}
-
-std::vector<HostBuffer> InterGpuTransfer::gather_all() {
-  nvtx3::scoped_range range{"gpuxfer::gather_all"};
-  return GatherHandle(queue_gather(*state_, std::nullopt)).get();
-}
-
-std::vector<GatherPiece> InterGpuTransfer::gather_into(std::span<std::byte> out,
-                                                       std::optional<std::size_t> skip_device) {
-  nvtx3::scoped_range range{"gpuxfer::gather_into"};
-  if (skip_device) detail::check_index(state_->m, *skip_device, "gather_into skipped device");
-  const auto ranges = sources(*state_, skip_device);
+std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<std::byte> out,
+                                           std::optional<std::size_t> skip, std::optional<cudaStream_t> caller) {
+  if (skip) detail::check_index(t.m, *skip, "gather_into skipped device");
+  auto ranges = sources(t, skip);
   std::size_t total = 0;
-  std::vector<GatherPiece> pieces = layout(ranges, skip_device, total);
+  std::vector<GatherPiece> pieces = layout(ranges, skip, total);
   if (out.size() < total) {
     throw Error(Errc::invalid_argument, "gather_into: the output holds " + std::to_string(out.size()) +
                                             " bytes, the registered buffers need " + std::to_string(total));
@@ -93,40 +86,120 @@ std::vector<GatherPiece> InterGpuTransfer::gather_into(std::span<std::byte> out,
     present.push_back(*ranges[i]);
     outs.push_back(out.data() + pieces[i].offset);
   }
-  if (detail::is_pinned_range(out.data(), total)) {
-    detail::OperationState op("gather_into");
-    for (std::size_t i = 0; i < present.size(); ++i) {
-      op.track(detail::enqueue_download(state_->m, present[i], outs[i]), detail::device_name(state_->m, present[i].device));
-    }
-    op.wait();
-  } else {
-    detail::download_pageable(state_->m, present, outs);
+  const bool pinned = detail::is_pinned_range(out.data(), total);
+  detail::OperationOrder order(t.m, caller, "gather_into");
+  if (!pinned) {
+    order.refuse_capture("the output is pageable memory, which host threads fill; register it (register_host) or "
+                         "use pinned memory");
   }
+  for (auto& r : present) order.add(r, detail::Access::read);
+  order.begin();
+  detail::OperationState op("gather_into");
+  for (std::size_t i = 0; pinned && i < present.size(); ++i) {
+    detail::SharedEvent written = detail::enqueue_download(t.m, present[i], outs[i]);
+    order.done(present[i], {written});
+    if (!order.capturing()) op.track(std::move(written), detail::device_name(t.m, present[i].device));
+  }
+  if (!pinned) {
+    // Blocks until the bytes are in @p out: the copies that read the sources are then done.
+    const std::vector<detail::SharedEvent> ends = detail::download_pageable(t.m, present, outs);
+    for (std::size_t i = 0; i < present.size(); ++i) order.done(present[i], {ends[i]});
+  }
+  order.join();
+  if (!caller) op.wait();  // the blocking form; a stream-ordered one is done when its stream gets there
   return pieces;
+}
+
+std::vector<GatherPiece> queue_gather_to_device(detail::TransferState& t, std::size_t dst_device, void* out,
+                                                std::size_t capacity, cudaStream_t caller, detail::OperationState& op) {
+  detail::check_index(t.m, dst_device, "gather_to_device destination device");
+  (void)detail::validate_device_range(t.m, dst_device, out, capacity, "gather_to_device output");
+  auto ranges = sources(t, std::nullopt);
+  std::size_t total = 0;
+  std::vector<GatherPiece> pieces = layout(ranges, std::nullopt, total);
+  if (capacity < total) {
+    throw Error(Errc::invalid_argument, "gather_to_device: the output on " + detail::device_name(t.m, dst_device) +
+                                            " holds " + std::to_string(capacity) + " bytes, the registered buffers need " +
+                                            std::to_string(total));
+  }
+  detail::OperationOrder order(t.m, caller, "gather_to_device");
+  std::vector<detail::DeviceRange> targets(ranges.size());
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (!ranges[i] || ranges[i]->size == 0) continue;
+    if (i != dst_device && t.m.peer[i][dst_device] == 0) {
+      order.refuse_capture("a source without peer access to the destination is staged through the pinned pool");
+    }
+    targets[i] = {dst_device, static_cast<std::byte*>(out) + pieces[i].offset, ranges[i]->size, {}, nullptr};
+    order.add(*ranges[i], detail::Access::read);
+    order.add(targets[i], detail::Access::write);
+  }
+  order.begin();
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (!ranges[i] || ranges[i]->size == 0) continue;
+    // Each source pushes on its own stream, so every link into dst is busy at once.
+    detail::SharedEvent copied = detail::enqueue_device_copy(t.m, *ranges[i], targets[i], i, op);
+    order.done(*ranges[i], {copied});
+    order.done(targets[i], {copied});
+    if (!order.capturing()) op.track(std::move(copied), detail::device_name(t.m, i));
+  }
+  order.join();
+  return pieces;
+}
+
+}  // namespace
+
+GatherHandle InterGpuTransfer::gather(std::size_t dst_device) {
+  nvtx3::scoped_range range{"gpuxfer::gather"};
+  detail::check_index(state_->m, dst_device, "gather destination device");
+  return GatherHandle(queue_gather(*state_, dst_device, std::nullopt));
+}
+
+GatherHandle InterGpuTransfer::gather_async(std::size_t dst_device, cudaStream_t stream) {
+  nvtx3::scoped_range range{"gpuxfer::gather_async"};
+  detail::check_index(state_->m, dst_device, "gather destination device");
+  return GatherHandle(queue_gather(*state_, dst_device, stream));
+}
+
+std::vector<HostBuffer> InterGpuTransfer::gather_blocking(std::size_t dst_device) {
+  return gather(dst_device).get();
+}
+
+std::vector<HostBuffer> InterGpuTransfer::gather_all() {
+  nvtx3::scoped_range range{"gpuxfer::gather_all"};
+  return GatherHandle(queue_gather(*state_, std::nullopt, std::nullopt)).get();
+}
+
+GatherHandle InterGpuTransfer::gather_all_async(cudaStream_t stream) {
+  nvtx3::scoped_range range{"gpuxfer::gather_all_async"};
+  return GatherHandle(queue_gather(*state_, std::nullopt, stream));
+}
+
+std::vector<GatherPiece> InterGpuTransfer::gather_into(std::span<std::byte> out,
+                                                       std::optional<std::size_t> skip_device) {
+  nvtx3::scoped_range range{"gpuxfer::gather_into"};
+  return queue_gather_into(*state_, out, skip_device, std::nullopt);
+}
+
+std::vector<GatherPiece> InterGpuTransfer::gather_into_async(std::span<std::byte> out, cudaStream_t stream,
+                                                             std::optional<std::size_t> skip_device) {
+  nvtx3::scoped_range range{"gpuxfer::gather_into_async"};
+  return queue_gather_into(*state_, out, skip_device, stream);
 }
 
 std::vector<GatherPiece> InterGpuTransfer::gather_to_device(std::size_t dst_device, void* out, std::size_t capacity) {
   nvtx3::scoped_range range{"gpuxfer::gather_to_device"};
-  detail::check_index(state_->m, dst_device, "gather_to_device destination device");
-  (void)detail::validate_device_range(state_->m, dst_device, out, capacity, "gather_to_device output");
-  const auto ranges = sources(*state_, std::nullopt);
-  std::size_t total = 0;
-  std::vector<GatherPiece> pieces = layout(ranges, std::nullopt, total);
-  if (capacity < total) {
-    throw Error(Errc::invalid_argument, "gather_to_device: the output on " + detail::device_name(state_->m, dst_device) +
-                                            " holds " + std::to_string(capacity) + " bytes, the registered buffers need " +
-                                            std::to_string(total));
-  }
+  // Ordered with the legacy default stream of each device, as cudaMemcpy is: the output is caller memory.
   detail::OperationState op("gather_to_device");
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    if (!ranges[i] || ranges[i]->size == 0) continue;
-    const detail::DeviceRange target{dst_device, static_cast<std::byte*>(out) + pieces[i].offset, ranges[i]->size, nullptr};
-    // Each source pushes on its own stream, so every link into dst is busy at once.
-    op.track(detail::enqueue_device_copy(state_->m, *ranges[i], target, i, op),
-               detail::device_name(state_->m, i));
-  }
+  std::vector<GatherPiece> pieces = queue_gather_to_device(*state_, dst_device, out, capacity, cudaStreamLegacy, op);
   op.wait();
   return pieces;
+}
+
+std::vector<GatherPiece> InterGpuTransfer::gather_to_device_async(std::size_t dst_device, void* out,
+                                                                  std::size_t capacity, cudaStream_t stream) {
+  nvtx3::scoped_range range{"gpuxfer::gather_to_device_async"};
+  detail::OperationState op("gather_to_device");  // holds staging until the GPU is done with it
+  return queue_gather_to_device(*state_, dst_device, out, capacity, stream, op);
 }
 
 }  // namespace gpuxfer

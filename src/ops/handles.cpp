@@ -1,6 +1,9 @@
 #include <gpuxfer/transfer_handle.hpp>
 
+#include <string>
+
 #include "engine/operation_state.hpp"
+#include "runtime/cuda_check.hpp"
 
 namespace gpuxfer {
 
@@ -15,6 +18,14 @@ bool TransferHandle::ready() const { return !state_ || state_->query(); }
 
 void TransferHandle::wait() {
   if (state_) state_->wait();
+}
+
+void TransferHandle::stream_wait(cudaStream_t stream) const {
+  if (!state_ || state_->finished) return;
+  for (const auto& [event, device] : state_->events) {
+    GPUXFER_CUDA_TRY_CTX(cudaStreamWaitEvent(stream, event->get(), 0),
+                         "making a stream wait for " + state_->what + " on " + device);
+  }
 }
 
 GatherHandle::GatherHandle(std::unique_ptr<detail::OperationState> state) noexcept

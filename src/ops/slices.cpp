@@ -10,6 +10,7 @@
 #include <gpuxfer/error.hpp>
 
 #include "engine/operation_state.hpp"
+#include "engine/ordering.hpp"
 #include "engine/pack_kernels.hpp"
 #include "engine/transfer_state.hpp"
 #include "memory/host_memory.hpp"
@@ -68,11 +69,10 @@ std::vector<DevicePlan> plan(const detail::ManagerState& m, std::span<const Devi
   return plans;
 }
 
-}  // namespace
 
-std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices, std::span<std::byte> out) {
-  nvtx3::scoped_range range{"gpuxfer::gather_slices"};
-  detail::ManagerState& m = state_->m;
+std::size_t queue_gather_slices(detail::TransferState& t, std::span<const DeviceSlice> slices, std::span<std::byte> out,
+                                cudaStream_t caller, bool blocking) {
+  detail::ManagerState& m = t.m;
   std::size_t total = 0;
   std::vector<DevicePlan> plans = plan(m, slices, total);
   if (out.size() < total) {
@@ -81,6 +81,15 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
   }
   if (total == 0) return 0;
   const bool pinned_out = detail::is_pinned_range(out.data(), total);
+  detail::OperationOrder order(m, caller, "gather_slices");
+  order.refuse_capture("its table of slices is uploaded from pooled pinned memory at each call");
+  // The slices are caller memory: each device's copies wait for the caller's stream (of that device).
+  std::vector<detail::DeviceRange> marks(plans.size());
+  for (std::size_t d = 0; d < plans.size(); ++d) {
+    marks[d].device = d;
+    if (!plans[d].items.empty()) order.add(marks[d], detail::Access::read);
+  }
+  order.begin();
   detail::OperationState op("gather_slices");
   std::vector<HostBuffer> staged(plans.size());
   {
@@ -92,6 +101,7 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
       detail::DeviceGuard guard(s.ordinal);
       const cudaStream_t stream = s.d2h.get();
       drain.add(stream);
+      detail::stream_wait(stream, marks[d].ready);
       const std::string what = "gather_slices of " + std::to_string(p.items.size()) + " slices on " + detail::device_name(m, d);
       const std::size_t items_bytes = (p.items.size() * sizeof(detail::PackItem) + 255) / 256 * 256;
       HostBuffer items = m.pool.acquire(items_bytes, m.staging_node(d));
@@ -110,10 +120,13 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
       const cudaError_t freed = cudaFreeAsync(scratch, stream);
       GPUXFER_CUDA_TRY_CTX(err == cudaSuccess ? freed : err, what);
       detail::SharedEvent finished = detail::record_event(s.ordinal, stream);
+      order.done(marks[d], {finished});
       op.track(finished, detail::device_name(m, d));
       op.hold(std::move(items), finished);
     }
   }
+  order.join();
+  if (!blocking && pinned_out) return total;  // done when the caller's stream gets there
   op.wait();
   if (!pinned_out) {
     for (std::size_t d = 0; d < plans.size(); ++d) {
@@ -123,6 +136,20 @@ std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices,
     }
   }
   return total;
+}
+
+}  // namespace
+
+std::size_t InterGpuTransfer::gather_slices(std::span<const DeviceSlice> slices, std::span<std::byte> out) {
+  nvtx3::scoped_range range{"gpuxfer::gather_slices"};
+  // Ordered with the legacy default stream of each device, as cudaMemcpy is: the slices are caller memory.
+  return queue_gather_slices(*state_, slices, out, cudaStreamLegacy, true);
+}
+
+std::size_t InterGpuTransfer::gather_slices_async(std::span<const DeviceSlice> slices, std::span<std::byte> out,
+                                                  cudaStream_t stream) {
+  nvtx3::scoped_range range{"gpuxfer::gather_slices_async"};
+  return queue_gather_slices(*state_, slices, out, stream, false);
 }
 
 }  // namespace gpuxfer

@@ -9,7 +9,6 @@
 #include "engine/transfer_state.hpp"
 #include "node/pointer_checks.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer {
 
@@ -34,11 +33,17 @@ void InterGpuTransfer::set_device_buffer(std::size_t device_idx, void* ptr, std:
   reg.allocation = detail::validate_device_range(m, device_idx, ptr, size_bytes, "set_device_buffer");
   reg.ptr = ptr;
   reg.size = size_bytes;
-  detail::DeviceGuard guard(m.ordinal(device_idx));
-  reg.ready = detail::make_event(m.ordinal(device_idx));
-  GPUXFER_CUDA_TRY_CTX(cudaEventRecord(reg.ready->get(), producer),
-                       "set_device_buffer: recording the producer stream's event on " +
-                           detail::device_name(m, device_idx) + " (is the stream of another device?)");
+  if (producer != nullptr && producer != cudaStreamLegacy) {
+    int stream_ordinal = -1;
+    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(producer, &stream_ordinal),
+                         "set_device_buffer: asking the device of the producer stream (a destroyed stream?)");
+    if (stream_ordinal != m.ordinal(device_idx)) {
+      throw Error(Errc::invalid_argument, "set_device_buffer: the producer stream belongs to ordinal " +
+                                              std::to_string(stream_ordinal) + ", the buffer to " +
+                                              detail::device_name(m, device_idx));
+    }
+  }
+  reg.order = std::make_shared<detail::BufferOrder>(m.ordinal(device_idx), producer);
   state_->registry.set(device_idx, std::move(reg));
 }
 

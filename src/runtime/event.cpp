@@ -75,4 +75,8 @@ void stream_wait(cudaStream_t stream, const SharedEvent& event) {
   if (event) GPUXFER_CUDA_TRY(cudaStreamWaitEvent(stream, event->get(), 0));
 }
 
+void stream_wait(cudaStream_t stream, const std::vector<SharedEvent>& events) {
+  for (const SharedEvent& e : events) stream_wait(stream, e);
+}
+
 }  // namespace gpuxfer::detail

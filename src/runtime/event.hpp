@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -38,5 +39,7 @@ using SharedEvent = std::shared_ptr<Event>;
 
 /// Makes @p stream wait for @p event on the GPU (no host blocking); a null event is a no-op.
 void stream_wait(cudaStream_t stream, const SharedEvent& event);
+/// Makes @p stream wait for every one of @p events.
+void stream_wait(cudaStream_t stream, const std::vector<SharedEvent>& events);
 
 }  // namespace gpuxfer::detail

@@ -19,9 +19,10 @@ std::vector<GpuRow> multi_rows() {
                               "belongs to CUDA ordinal " + n(w.ordinal[1]) + ", not " + n(w.ordinal[0])};
                }});
   r.push_back({"set_device_buffer_producer_stream_of_another_device",
-               [](GpuWorld& w) { w.xfer->set_device_buffer(0, w.spare[0], 16, w.stream[1]); }, Errc::cuda_error,
-               [](const GpuWorld&) {
-                 return Texts{"set_device_buffer", "device 0", "is the stream of another device?"};
+               [](GpuWorld& w) { w.xfer->set_device_buffer(0, w.spare[0], 16, w.stream[1]); }, Errc::invalid_argument,
+               [](const GpuWorld& w) {
+                 return Texts{"set_device_buffer: the producer stream belongs to ordinal " + n(w.ordinal[1]) +
+                              ", the buffer to device 0"};
                }});
   for (const CopyPath path : kCopyPaths) {
     const std::string p = path_name(path);

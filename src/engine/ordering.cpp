@@ -1,0 +1,133 @@
+#include "engine/ordering.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include <gpuxfer/error.hpp>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+// Drops the events that have completed (a failed one stays: its waiter reports the failure).
+void prune(std::vector<SharedEvent>& events) {
+  std::erase_if(events, [](const SharedEvent& e) { return cudaEventQuery(e->get()) == cudaSuccess; });
+}
+
+}  // namespace
+
+OperationOrder::OperationOrder(ManagerState& m, std::optional<cudaStream_t> caller, const char* what)
+    : m_(m), caller_(caller), what_(what) {
+  if (!caller_) return;
+  const cudaStream_t stream = *caller_;
+  // The legacy default stream is one per device and cannot capture.
+  per_device_caller_ = stream == nullptr || stream == cudaStreamLegacy;
+  if (per_device_caller_) return;
+  GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller_ordinal_),
+                       std::string(what) + ": asking the device of the caller's stream (a destroyed stream?)");
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status), std::string(what) + ": the caller's stream");
+  capturing_ = status != cudaStreamCaptureStatusNone;
+}
+
+OperationOrder::~OperationOrder() { unlock(); }
+
+void OperationOrder::refuse_capture(const char* why) const {
+  if (!capturing_) return;
+  throw Error(Errc::unsupported, std::string(what_) + " cannot be captured in a CUDA graph: " + why);
+}
+
+void OperationOrder::add(DeviceRange& r, Access access) { entries_.push_back({&r, access}); }
+
+SharedEvent OperationOrder::fork_event(std::size_t device) {
+  if (!per_device_caller_) {
+    if (forks_.empty()) {
+      DeviceGuard guard(caller_ordinal_);
+      forks_.emplace_back(device, record_event(caller_ordinal_, *caller_));
+    }
+    return forks_.front().second;
+  }
+  for (const auto& [d, e] : forks_) {
+    if (d == device) return e;
+  }
+  DeviceGuard guard(m_.ordinal(device));
+  forks_.emplace_back(device, record_event(m_.ordinal(device), cudaStreamLegacy));
+  return forks_.back().second;
+}
+
+void OperationOrder::begin() {
+  std::vector<BufferOrder*> orders;
+  for (const Entry& e : entries_) {
+    if (e.range->order) orders.push_back(e.range->order.get());
+  }
+  // One lock order for every operation: by address.
+  std::sort(orders.begin(), orders.end());
+  orders.erase(std::unique(orders.begin(), orders.end()), orders.end());
+  for (BufferOrder* o : orders) locks_.emplace_back(o->mutex_);
+
+  for (const Entry& e : entries_) {
+    DeviceRange& r = *e.range;
+    r.ready.clear();
+    if (caller_) r.ready.push_back(fork_event(r.device));
+    if (!r.order || capturing_) continue;
+    BufferOrder& o = *r.order;
+    // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that one).
+    if (!caller_ || *caller_ != o.stream_) {
+      DeviceGuard guard(o.ordinal_);
+      r.ready.push_back(record_event(o.ordinal_, o.stream_));
+    }
+    r.ready.insert(r.ready.end(), o.writes_.begin(), o.writes_.end());
+    if (e.access == Access::write) r.ready.insert(r.ready.end(), o.reads_.begin(), o.reads_.end());
+  }
+}
+
+void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& events) {
+  for (const SharedEvent& e : events) finished_.emplace_back(r.device, e);
+  if (!r.order || capturing_ || events.empty()) return;
+  const auto entry = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.range == &r; });
+  const Access access = entry != entries_.end() ? entry->access : Access::write;
+  BufferOrder& o = *r.order;
+  if (access == Access::write) {
+    o.writes_ = events;
+    o.reads_.clear();
+  } else {
+    prune(o.reads_);
+    o.reads_.insert(o.reads_.end(), events.begin(), events.end());
+  }
+  // The buffer's stream waits for what gpuxfer did to it before its later work.
+  if (!caller_ || *caller_ != o.stream_) {
+    DeviceGuard guard(o.ordinal_);
+    stream_wait(o.stream_, events);
+  }
+}
+
+void OperationOrder::done_all(const std::vector<SharedEvent>& events) {
+  for (const Entry& e : entries_) done(*e.range, events);
+}
+
+void OperationOrder::join() {
+  if (caller_) {
+    std::vector<SharedEvent> events;
+    for (const auto& [device, e] : finished_) events.push_back(e);
+    if (!per_device_caller_) {
+      DeviceGuard guard(caller_ordinal_);
+      stream_wait(*caller_, events);
+    } else {
+      std::vector<std::size_t> devices;
+      for (const Entry& e : entries_) devices.push_back(e.range->device);
+      std::sort(devices.begin(), devices.end());
+      devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+      for (std::size_t d : devices) {
+        DeviceGuard guard(m_.ordinal(d));
+        stream_wait(cudaStreamLegacy, events);
+      }
+    }
+  }
+  unlock();
+}
+
+void OperationOrder::unlock() noexcept { locks_.clear(); }
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,95 @@
+// How gpuxfer's operations order with the caller's streams and with each other, on the GPU: every
+// registered buffer belongs to the stream that registered it, and gpuxfer tracks, per buffer, its own
+// last write and the reads since. See docs/ARCHITECTURE.md, "Ordering".
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/device_range.hpp"
+#include "node/manager_state.hpp"
+#include "runtime/event.hpp"
+
+namespace gpuxfer::detail {
+
+/// What an operation does with a range.
+enum class Access { read, write };
+
+/// The ordering state of one registered buffer, shared by its registration and the operations using it.
+class BufferOrder {
+ public:
+  /// A buffer of device ordinal @p ordinal that belongs to @p stream (cudaStreamLegacy by default).
+  BufferOrder(int ordinal, cudaStream_t stream) noexcept : ordinal_(ordinal), stream_(stream) {}
+
+ private:
+  friend class OperationOrder;
+  std::mutex mutex_;  // held by the operation that queues work on the buffer, from ordering to done()
+  int ordinal_;
+  cudaStream_t stream_;
+  std::vector<SharedEvent> writes_;  // gpuxfer's last write: done when every event has completed
+  std::vector<SharedEvent> reads_;   // gpuxfer's reads since that write
+};
+
+/// The ordering of one operation. Built before anything is queued, it
+///  - forks from the caller's stream (stream-ordered forms): every range waits for the work queued on it;
+///  - waits for the work queued now on each registered buffer's own stream, and for gpuxfer's earlier
+///    writes of the buffer (and, to write it, for gpuxfer's reads in flight);
+///  - after the work is queued (done()), makes each buffer's stream wait for what the operation did to it,
+///    records it as the buffer's last write or a read in flight, and join() makes the caller's stream
+///    wait for all of it.
+/// While the caller's stream captures a graph, only the fork and the join are made (the graph's launches
+/// order with everything else) and nothing is queried or recorded in the registrations.
+class OperationOrder {
+ public:
+  /// @p caller: the stream of a stream-ordered form (0, cudaStreamLegacy and cudaStreamPerThread mean
+  /// that stream of each device touched); nullopt for a form ordered by the registrations alone.
+  /// @p what names the operation in messages.
+  OperationOrder(ManagerState& m, std::optional<cudaStream_t> caller, const char* what);
+  ~OperationOrder();
+  OperationOrder(const OperationOrder&) = delete;
+  OperationOrder& operator=(const OperationOrder&) = delete;
+
+  /// True when the caller's stream is capturing a CUDA graph.
+  [[nodiscard]] bool capturing() const noexcept { return capturing_; }
+  /// @throws Error(Errc::unsupported) when capturing, saying that @p why cannot be captured
+  void refuse_capture(const char* why) const;
+
+  /// Adds @p r (a registered buffer when r.order is set, else caller memory) to the operation.
+  void add(DeviceRange& r, Access access);
+  /// Locks the registrations added and fills each range's ready events: what must finish before the
+  /// operation touches it. Call once, after every add() and before queuing any work.
+  void begin();
+  /// The operation's work on @p r (as added) ends with @p events.
+  void done(const DeviceRange& r, const std::vector<SharedEvent>& events);
+  /// As done(), for every range added.
+  void done_all(const std::vector<SharedEvent>& events);
+  /// Makes the caller's stream wait for everything done() was told, then unlocks the registrations.
+  void join();
+
+ private:
+  struct Entry {
+    DeviceRange* range;
+    Access access;
+  };
+  SharedEvent fork_event(std::size_t device);
+  void unlock() noexcept;
+
+  ManagerState& m_;
+  std::optional<cudaStream_t> caller_;
+  bool per_device_caller_ = false;  // the caller's stream is the legacy or per-thread stream of each device
+  int caller_ordinal_ = -1;
+  bool capturing_ = false;
+  const char* what_;
+  std::vector<Entry> entries_;
+  std::vector<std::pair<std::size_t, SharedEvent>> forks_;  // per device (one entry for a plain stream)
+  std::vector<std::pair<std::size_t, SharedEvent>> finished_;  // (device, event) of every done()
+  std::vector<std::unique_lock<std::mutex>> locks_;
+};
+
+}  // namespace gpuxfer::detail

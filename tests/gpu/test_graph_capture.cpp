@@ -1,0 +1,122 @@
+// CUDA graph capture of the stream-ordered forms: a graph captured once and replayed many times, with a
+// producer kernel writing a new seed before each replay; every replay verified byte for byte. What needs
+// the host (pageable memory, the pinned pool) refuses with Errc::unsupported and leaves the capture intact.
+#include "gpu/fixture.hpp"
+
+#include "common/expect_error.hpp"
+
+namespace gpuxfer::test {
+namespace {
+
+constexpr std::size_t kBytes = 4 * kMiB + 13;
+constexpr int kReplays = 100;
+
+// A captured graph, instantiated; destroyed with its executable.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph() {
+    if (exec_ != nullptr) static_cast<void>(cudaGraphExecDestroy(exec_));
+    if (graph_ != nullptr) static_cast<void>(cudaGraphDestroy(graph_));
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void begin(cudaStream_t stream) { cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"); }
+  void end(cudaStream_t stream) {
+    cuda_check(cudaStreamEndCapture(stream, &graph_), "end capture");
+    cuda_check(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate");
+  }
+  void launch(cudaStream_t stream) const { cuda_check(cudaGraphLaunch(exec_, stream), "graph launch"); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+class CaptureTest : public GpuTest {
+ protected:
+  // Ends the capture begun on @p stream whatever happened, so a failure leaves no stream capturing.
+  static void end_quietly(cudaStream_t stream) {
+    cudaGraph_t g = nullptr;
+    static_cast<void>(cudaStreamEndCapture(stream, &g));
+    if (g != nullptr) static_cast<void>(cudaGraphDestroy(g));
+    static_cast<void>(cudaGetLastError());
+  }
+};
+
+using GpuCapture = CaptureTest;
+
+// gather into pinned memory, a broadcast from pinned memory, gather again: captured once, replayed 100
+// times; before each replay a producer kernel writes seed r into the buffer and the host writes seed
+// 1000 + r into the broadcast's source.
+TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < n; ++i) {
+    memory.push_back(&allocate(i, kBytes));
+    xfer().set_device_buffer(i, memory[i]->get(), kBytes);
+  }
+  const Stream stream(ordinal(0));
+  PinnedMemory before(n * kBytes);
+  PinnedMemory after(n * kBytes);
+  PinnedMemory source(kBytes);
+  Graph graph;
+  graph.begin(stream.get());
+  try {
+    (void)xfer().gather_into_async(before.span(), stream.get());
+    xfer().broadcast_async(source.span(), stream.get());
+    (void)xfer().gather_into_async(after.span(), stream.get());
+  } catch (...) {
+    end_quietly(stream.get());
+    throw;
+  }
+  graph.end(stream.get());
+  for (int r = 0; r < kReplays; ++r) {
+    const std::uint64_t produced = seed(static_cast<std::size_t>(r));
+    const std::uint64_t sent = other_seed(static_cast<std::uint64_t>(r));
+    for (std::size_t i = 0; i < n; ++i) {
+      const DeviceGuard guard(ordinal(i));
+      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, stream.get());
+    }
+    pattern::fill_host(source.span(), sent);
+    std::fill(before.span().begin(), before.span().end(), kPoison);
+    std::fill(after.span().begin(), after.span().end(), kPoison);
+    graph.launch(stream.get());
+    stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(host_matches(before.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                               "replay " + std::to_string(r) + ", first gather, device " + std::to_string(i)));
+      ASSERT_TRUE(host_matches(after.span().subspan(i * kBytes, kBytes), sent, 0,
+                               "replay " + std::to_string(r) + ", gather after the broadcast, device " + std::to_string(i)));
+    }
+  }
+}
+
+TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
+  register_pattern(0, kBytes);
+  const Stream stream(ordinal(0));
+  std::vector<std::byte> pageable(kBytes * device_count());
+  Graph graph;
+  graph.begin(stream.get());
+  try {
+    EXPECT_TRUE(throws_error([&] { (void)xfer().gather_into_async(pageable, stream.get()); }, Errc::unsupported,
+                             "gather_into cannot be captured", "pageable"));
+    EXPECT_TRUE(throws_error([&] { (void)xfer().gather_async(0, stream.get()); }, Errc::unsupported,
+                             "gather cannot be captured", "gather_into_async"));
+    EXPECT_TRUE(throws_error([&] { xfer().broadcast_async(std::span(pageable).first(kBytes), stream.get()); },
+                             Errc::unsupported, "broadcast cannot be captured", "pageable"));
+    const std::array<DeviceSlice, 1> slices{{{0, xfer().device_buffer(0)->ptr, 16}}};
+    EXPECT_TRUE(throws_error([&] { (void)xfer().gather_slices_async(slices, pageable, stream.get()); },
+                             Errc::unsupported, "gather_slices cannot be captured"));
+  } catch (...) {
+    end_quietly(stream.get());
+    throw;
+  }
+  graph.end(stream.get());  // still a valid (empty) capture
+  graph.launch(stream.get());
+  stream.synchronize();
+}
+
+}  // namespace
+}  // namespace gpuxfer::test

@@ -1,0 +1,220 @@
+// The execution model: a registered buffer belongs to its registering stream both ways, gpuxfer's own
+// operations are ordered per buffer, the stream-ordered forms fork from and join back to the caller's
+// stream, and handles chain into streams. Every race is provoked on purpose: slow producers (a kernel
+// that spins before it writes), large copies, writes queued right behind reads.
+#include "gpu/fixture.hpp"
+
+namespace gpuxfer::test {
+namespace {
+
+constexpr std::size_t kBytes = 64 * kMiB;
+constexpr std::uint64_t kSpinNs = 200'000'000;  // a slow producer spins this long before writing
+
+// Keeps @p stream busy for about kSpinNs (a slow kernel writing a scratch buffer).
+void stall(DeviceMemory& scratch, cudaStream_t stream) {
+  const DeviceGuard guard(scratch.ordinal());
+  pattern::fill_device_slow(scratch.get(), scratch.size(), 1, kSpinNs, stream);
+}
+
+using GpuStreamOrder = GpuTest;
+
+// Issue 10 (seed loop): registered first, written after; the work queued on the registering stream at
+// the time of the gather is what the gather waits for (not only what was queued at registration).
+TEST_F(GpuStreamOrder, AnOperationWaitsForWorkQueuedOnTheRegisteringStreamAfterRegistration) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  poison_device(mem.ordinal(), mem.get(), mem.size());
+  const Stream producer(mem.ordinal());
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, producer.get());
+  }
+  const auto out = xfer().gather_all();
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all after the producer's later write"));
+}
+
+// The other way: the registering stream's later work waits for gpuxfer's reads of the buffer.
+TEST_F(GpuStreamOrder, TheRegisteringStreamWaitsForAStreamOrderedRead) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream producer(mem.ordinal());
+  const Stream caller(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, producer.get());
+  }
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  PinnedMemory out(kBytes);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  stall(scratch, caller.get());                             // the read starts only after this
+  (void)xfer().gather_into_async(out.span(), caller.get());  // reads mem after the stall
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), other_seed(0), 0, producer.get());  // must wait for the read
+  }
+  caller.synchronize();
+  producer.synchronize();
+  EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gathered bytes: the producer's first write"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the producer's second write"));
+}
+
+// A stream-ordered form starts after the caller's stream's earlier work and that stream's later work
+// sees its result.
+TEST_F(GpuStreamOrder, AStreamOrderedGatherForksFromAndJoinsTheCallersStream) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  poison_device(mem.ordinal(), mem.get(), mem.size());
+  xfer().set_device_buffer(0, mem.get(), mem.size());
+  const Stream caller(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, caller.get());
+  }
+  PinnedMemory out(kBytes);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  (void)xfer().gather_into_async(out.span(), caller.get());
+  DeviceMemory& back = allocate(0, kBytes);
+  {
+    const DeviceGuard guard(mem.ordinal());
+    cuda_check(cudaMemcpyAsync(back.get(), out.data(), kBytes, cudaMemcpyHostToDevice, caller.get()), "copy back");
+  }
+  caller.synchronize();
+  EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "gather_into_async after the caller's slow write"));
+  EXPECT_TRUE(device_matches(back.ordinal(), back.get(), kBytes, seed(0), 0, "the caller's stream's later copy"));
+}
+
+// gpuxfer's own operations: a write (broadcast) queued right behind a read still waiting on its stream.
+TEST_F(GpuStreamOrder, ABroadcastWaitsForAGatherStillReadingItsTarget) {
+  DeviceMemory& mem = register_pattern(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream caller(mem.ordinal());
+  PinnedMemory out(kBytes);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  stall(scratch, caller.get());
+  (void)xfer().gather_into_async(out.span(), caller.get());
+  const auto data = pattern_bytes(kBytes, other_seed(0));
+  xfer().broadcast(data);  // writes the buffer the gather has not read yet
+  caller.synchronize();
+  EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gather's bytes: before the broadcast"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+}
+
+// Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream.
+TEST_F(GpuStreamOrder, GatherToDeviceWritesItsOutputAfterTheLegacyStreamsWork) {
+  register_pattern(0, kBytes);
+  DeviceMemory& out = allocate(0, kBytes);
+  {
+    const DeviceGuard guard(out.ordinal());
+    // A slow write of poison-like bytes: the gather must land after it, not under it.
+    pattern::fill_device_slow(out.get(), out.size(), other_seed(0), kSpinNs, cudaStreamLegacy);
+  }
+  (void)xfer().gather_to_device(0, out.get(), out.size());
+  {
+    const DeviceGuard guard(out.ordinal());
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  EXPECT_TRUE(device_matches(out.ordinal(), out.get(), kBytes, seed(0), 0, "gather_to_device's output"));
+}
+
+// Issue 10 (c): gather_slices reads the slices after the legacy default stream's work.
+TEST_F(GpuStreamOrder, GatherSlicesReadsAfterTheLegacyStreamsWork) {
+  DeviceMemory& mem = allocate(0, 4 * kMiB);
+  poison_device(mem.ordinal(), mem.get(), mem.size());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, cudaStreamLegacy);
+  }
+  std::vector<DeviceSlice> slices;
+  for (std::size_t k = 0; k < 64; ++k) slices.push_back({0, mem.get() + k * 64 * kKiB, 4 * kKiB});
+  std::vector<std::byte> out(64 * 4 * kKiB, kPoison);
+  ASSERT_EQ(xfer().gather_slices(slices, out), out.size());
+  for (std::size_t k = 0; k < 64; ++k) {
+    ASSERT_TRUE(host_matches(std::span(out).subspan(k * 4 * kKiB, 4 * kKiB), seed(0), k * 64 * kKiB,
+                             "slice " + std::to_string(k)));
+  }
+}
+
+// Handles chain: a stream made to wait for a handle runs its later work only after the transfer.
+TEST_F(GpuStreamOrder, AHandleMakesAStreamWait) {
+  register_pattern(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream slow(ordinal(0));
+  const Stream follower(ordinal(0));
+  stall(scratch, slow.get());
+  GatherHandle h = xfer().gather_all_async(slow.get());
+  h.stream_wait(follower.get());
+  const gpuxfer::testing::Event after(ordinal(0), false);
+  cuda_check(cudaEventRecord(after.get(), follower.get()), "cudaEventRecord");
+  EXPECT_EQ(cudaEventQuery(after.get()), cudaErrorNotReady) << "the follower ran before the gather";
+  follower.synchronize();
+  EXPECT_TRUE(h.ready());
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all_async"));
+}
+
+// Every stream-ordered form, against its blocking form's bytes.
+TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
+  DeviceMemory& mem = register_pattern(0, 3 * kMiB + 17);
+  const Stream caller(ordinal(0));
+  const auto handle = xfer().gather_async(0, caller.get());  // one device: skips it, nothing to read
+  PinnedMemory pinned(mem.size());
+  (void)xfer().gather_into_async(pinned.span(), caller.get());
+  std::vector<std::byte> pageable(mem.size(), kPoison);
+  (void)xfer().gather_into_async(pageable, caller.get());
+  DeviceMemory& dev_out = allocate(0, mem.size());
+  (void)xfer().gather_to_device_async(0, dev_out.get(), dev_out.size(), caller.get());
+  caller.synchronize();
+  EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "gather_into_async, pinned"));
+  EXPECT_TRUE(host_matches(pageable, seed(0), 0, "gather_into_async, pageable"));
+  EXPECT_TRUE(device_matches(dev_out.ordinal(), dev_out.get(), mem.size(), seed(0), 0, "gather_to_device_async"));
+
+  const auto data = pattern_bytes(mem.size(), other_seed(0));
+  xfer().broadcast_async(data, caller.get());  // pageable: staged, then ordered
+  caller.synchronize();
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(0), 0, "broadcast_async, pageable"));
+  std::copy(data.begin(), data.end(), pinned.data());
+  pattern::fill_host(pinned.span(), other_seed(1));
+  xfer().copy_buffer_async(0, 0, pinned.span(), caller.get());
+  caller.synchronize();
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(1), 0, "copy_buffer_async, pinned"));
+  std::vector<std::byte> slices_out(2 * kKiB, kPoison);
+  const std::array<DeviceSlice, 2> slices{{{0, mem.get() + 5, kKiB}, {0, mem.get() + kMiB, kKiB}}};
+  ASSERT_EQ(xfer().gather_slices_async(slices, slices_out, caller.get()), 2 * kKiB);
+  EXPECT_TRUE(host_matches(std::span(slices_out).first(kKiB), other_seed(1), 5, "gather_slices_async, first"));
+  EXPECT_TRUE(host_matches(std::span(slices_out).last(kKiB), other_seed(1), kMiB, "gather_slices_async, second"));
+}
+
+class MultiGpuStreamOrder : public SmallChunks<GpuTest> {
+ protected:
+  [[nodiscard]] std::size_t devices_needed() const override { return 2; }
+};
+
+// Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0.
+TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
+  DeviceMemory& src = register_pattern(0, 256 * kMiB);
+  DeviceMemory& dst = allocate(1, 256 * kMiB);
+  poison_device(dst.ordinal(), dst.get(), dst.size());
+  xfer().set_device_buffer(1, dst.get(), dst.size());
+  TransferHandle h = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
+  const auto other = pattern_bytes(src.size(), other_seed(0));
+  xfer().copy_buffer(0, 0, other);
+  h.wait();
+  EXPECT_TRUE(device_matches(dst.ordinal(), dst.get(), dst.size(), seed(0), 0, "device 1: the old bytes of 0"));
+  EXPECT_TRUE(device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
+}
+
+// Issue 10 (b): a broadcast queued right behind a gather that reads its targets.
+TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherHandleStillReading) {
+  register_pattern(0, 256 * kMiB);
+  register_pattern(1, 256 * kMiB);
+  GatherHandle h = xfer().gather(0);
+  const auto other = pattern_bytes(256 * kMiB, other_seed(0));
+  xfer().broadcast(other);
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(1), 0, "the gather's bytes of device 1: before the broadcast"));
+}
+
+}  // namespace
+}  // namespace gpuxfer::test

@@ -58,6 +58,7 @@ class PinnedPool {
   [[nodiscard]] PoolStats stats() const;
 
  private:
+  friend struct detail::PoolState;  // the library's own access (the manager's pool pins under its devices)
   std::shared_ptr<detail::PoolState> state_;
 };
 

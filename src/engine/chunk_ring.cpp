@@ -19,7 +19,7 @@ ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_byte
 
 ChunkRing::~ChunkRing() {
   for (const auto& users : users_) {
-    for (const SharedEvent& e : users) (void)cudaEventSynchronize(e->get());
+    for (const SharedEvent& e : users) (void)e->synchronize();
   }
   (void)cudaGetLastError();
 }
@@ -39,7 +39,7 @@ void ChunkRing::gpu_wait(std::size_t k, cudaStream_t stream) {
 
 void ChunkRing::host_wait(std::size_t k, const std::string& what) {
   auto& users = users_[k % users_.size()];
-  for (const SharedEvent& e : users) GPUXFER_CUDA_TRY_CTX(cudaEventSynchronize(e->get()), what);
+  for (const SharedEvent& e : users) GPUXFER_CUDA_TRY_CTX(e->synchronize(), what);
   users.clear();
 }
 

@@ -15,19 +15,26 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
                             OperationState& op) {
   const std::vector<ncclComm_t>& comms = m.nccl.get(m.ordinals());
   const std::size_t bytes = ranges[root].size;
+  // A group's kernels spin until every rank's kernel runs. They go on streams that nothing else queues on
+  // (DeviceStreams::nccl): on the d2d streams a copy that waits for another device's later work could
+  // slip in between two ranks' launches and close a cycle across the devices. One group at a time, its
+  // waits, launch and events together, so that every device's nccl stream holds the groups in one order.
+  std::lock_guard lock(m.nccl.launch_mutex());
   for (const DeviceRange& r : ranges) {
     DeviceStreams& s = m.streams_of(r.device);
     DeviceGuard guard(s.ordinal);
-    stream_wait(s.d2d.get(), r.ready);
-    stream_wait(s.d2d.get(), ranges[root].ready);
+    stream_wait(s.nccl.get(), r.ready);
+    stream_wait(s.nccl.get(), ranges[root].ready);
   }
   {
-    std::lock_guard lock(m.nccl.launch_mutex());
+    // NCCL switches devices itself and restores the device it found: a device of ours, made current by a
+    // guard that then restores the caller's context (on a thread without one NCCL would select device 0).
+    DeviceGuard guard(m.ordinal(root));
     GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), "broadcast_from_device");
     for (const DeviceRange& r : ranges) {
       const void* send = r.device == root ? static_cast<const void*>(r.ptr) : nullptr;
       const ncclResult_t result = ncclBroadcast(send, r.ptr, bytes, ncclUint8, static_cast<int>(root),
-                                                comms[r.device], m.streams_of(r.device).d2d.get());
+                                                comms[r.device], m.streams_of(r.device).nccl.get());
       if (result != ncclSuccess) {
         (void)ncclGroupEnd();
         GPUXFER_NCCL_TRY_CTX(result, "broadcast_from_device on " + device_name(m, r.device));
@@ -38,7 +45,7 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
   for (const DeviceRange& r : ranges) {
     DeviceStreams& s = m.streams_of(r.device);
     DeviceGuard guard(s.ordinal);
-    op.track(record_event(s.ordinal, s.d2d.get()), device_name(m, r.device));
+    op.track(record_event(s.ordinal, s.nccl.get()), device_name(m, r.device));
   }
 }
 

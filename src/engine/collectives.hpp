@@ -1,4 +1,4 @@
-// NCCL collectives over the node's devices, queued on their d2d streams.
+// NCCL collectives over the node's devices, queued on their nccl streams (used by nothing else).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,8 @@
 namespace gpuxfer::detail {
 
 /// Queues ncclBroadcast of ranges[root]'s first ranges[root].size bytes into every other range (one
-/// per device, rank i = device i), after every range's ready event. @p op tracks its completion.
+/// per device, rank i = device i), on every device's nccl stream after every range's ready event. Groups
+/// of concurrent callers are queued one at a time (NcclComms::launch_mutex). @p op tracks its completion.
 /// @throws Error(Errc::nccl_error) naming the device whose launch failed
 void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges, std::size_t root,
                             OperationState& op);

@@ -27,7 +27,7 @@ void OperationState::add_result(HostBuffer buffer, SharedEvent written) {
 bool OperationState::query() {
   if (finished) return true;
   for (const auto& [event, device] : events) {
-    const cudaError_t status = cudaEventQuery(event->get());
+    const cudaError_t status = event->query();
     if (status == cudaErrorNotReady) return false;
     GPUXFER_CUDA_TRY_CTX(status, what + " on " + device);
   }
@@ -37,7 +37,7 @@ bool OperationState::query() {
 void OperationState::wait() {
   if (finished) return;
   for (const auto& [event, device] : events) {
-    GPUXFER_CUDA_TRY_CTX(cudaEventSynchronize(event->get()), what + " on " + device);
+    GPUXFER_CUDA_TRY_CTX(event->synchronize(), what + " on " + device);
   }
   finished = true;
   for (auto& [buffer, event] : staging) buffer.reset();

@@ -7,12 +7,14 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/host_registry.hpp"
+#include "runtime/device_guard.hpp"
 #include "runtime/driver_api.hpp"
 
 namespace gpuxfer::detail {
 
 bool is_pinned(const void* ptr) noexcept {
   if (ptr == nullptr) return false;
+  const HostContextGuard context;  // a thread without a context gets none
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -32,9 +34,10 @@ bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
   } catch (...) {  // std::mutex failing to lock: take the staged path, which is always safe
     return false;
   }
+  const HostContextGuard context;  // also what lets the driver answer address_range below
   if (!is_pinned(ptr)) return false;
   // Pinned outside register_host (cudaHostAlloc, the caller's cudaHostRegister): the driver knows the
-  // extent of the allocation; where it cannot say (no current context), both ends must be pinned.
+  // extent of the allocation; where it cannot say, both ends must be pinned.
   AddressRange range;
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
   if (address_range(ptr, range) == 0 && begin >= range.base) return bytes <= range.base + range.size - begin;

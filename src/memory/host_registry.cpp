@@ -11,6 +11,7 @@
 
 #include "memory/host_memory.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer {
@@ -56,7 +57,11 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
     throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
                                                "cudaHostRegister outside gpuxfer); use it as it is");
   }
-  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+  // register_host knows no manager: it runs in a context that exists already (HostContextGuard).
+  const cudaError_t err = [&] {
+    const HostContextGuard context;
+    return cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+  }();
   if (err == cudaSuccess) return;
   {
     std::lock_guard lock(mutex_);
@@ -71,7 +76,10 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
 }
 
 void HostRegistry::remove(std::byte* ptr) noexcept {
-  const cudaError_t err = cudaHostUnregister(ptr);
+  const cudaError_t err = [&] {
+    const HostContextGuard context;
+    return cudaHostUnregister(ptr);
+  }();
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     GPUXFER_LOG(warn, std::string("cudaHostUnregister failed: ") + cudaGetErrorName(err));

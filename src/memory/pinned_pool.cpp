@@ -13,6 +13,7 @@
 #include "memory/numa_memory.hpp"
 #include "memory/pool_state.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer {
@@ -26,7 +27,11 @@ std::size_t PoolState::size_class(std::size_t bytes) noexcept {
 
 namespace {
 
-std::byte* allocate(std::size_t bytes, int node) {
+// Pinning and unpinning need a current context but no particular device (the memory is portable): they
+// run under HostContextGuard(device) so that a thread without a context gets none and no device outside
+// the manager's gets one.
+std::byte* allocate(std::size_t bytes, int node, int device) {
+  const HostContextGuard context(device);
   if (node >= 0) return allocate_on_node(bytes, node);
   void* block = nullptr;
   const cudaError_t err = cudaHostAlloc(&block, bytes, cudaHostAllocPortable);
@@ -39,7 +44,8 @@ std::byte* allocate(std::size_t bytes, int node) {
   return static_cast<std::byte*>(block);
 }
 
-void release(std::byte* block, const PoolState::Key& key) noexcept {
+void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
+  const HostContextGuard context(device);
   if (key.first >= 0) {
     free_on_node(block, key.second);
   } else {
@@ -50,14 +56,14 @@ void release(std::byte* block, const PoolState::Key& key) noexcept {
 }  // namespace
 
 PoolState::~PoolState() {
-  for (auto& p : pending) (void)cudaEventSynchronize(p.after->get());
-  for (auto& p : pending) release(p.block, p.key);
-  for (auto& [key, block] : idle) release(block, key);
+  for (auto& p : pending) (void)p.after->synchronize();
+  for (auto& p : pending) release(p.block, p.key, device);
+  for (auto& [key, block] : idle) release(block, key, device);
 }
 
 void PoolState::sweep_locked() noexcept {
   for (std::size_t i = 0; i < pending.size();) {
-    const cudaError_t status = cudaEventQuery(pending[i].after->get());
+    const cudaError_t status = pending[i].after->query();
     if (status == cudaErrorNotReady) {
       ++i;
       continue;
@@ -85,8 +91,8 @@ std::vector<std::pair<PoolState::Key, std::byte*>> PoolState::take_idle_locked(s
   return taken;
 }
 
-void PoolState::release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) noexcept {
-  for (const auto& [key, block] : blocks) release(block, key);
+void PoolState::release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) const noexcept {
+  for (const auto& [key, block] : blocks) release(block, key, device);
 }
 
 PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node) {
@@ -111,7 +117,7 @@ PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, in
     std::vector<SharedEvent> waits;
     for (const Pending& p : pending) waits.push_back(p.after);
     lock.unlock();
-    for (const SharedEvent& e : waits) (void)cudaEventSynchronize(e->get());
+    for (const SharedEvent& e : waits) (void)e->synchronize();
     lock.lock();
     sweep_locked();
     if (auto found = reuse()) return *found;
@@ -132,7 +138,7 @@ PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, in
   release_all(unneeded);
   std::byte* block = nullptr;
   try {
-    block = allocate(block_bytes, node);
+    block = allocate(block_bytes, node, device);
   } catch (...) {
     lock.lock();
     counters.in_use -= block_bytes;
@@ -153,7 +159,7 @@ void PoolState::give_back(std::byte* block, std::size_t block_bytes, int node) n
     idle.emplace(Key{node, block_bytes}, block);
     counters.cached += block_bytes;
   } catch (...) {
-    release(block, Key{node, block_bytes});
+    release(block, Key{node, block_bytes}, device);
   }
 }
 
@@ -169,8 +175,8 @@ void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int n
     counters.pending += block_bytes;
   } catch (...) {
     // Out of memory for the bookkeeping: wait for the GPU rather than hand out a busy block.
-    (void)cudaEventSynchronize(after->get());
-    release(block, Key{node, block_bytes});
+    (void)after->synchronize();
+    release(block, Key{node, block_bytes}, device);
   }
 }
 
@@ -195,6 +201,8 @@ PoolStats PoolState::stats() noexcept {
   out.limit = limit;
   return out;
 }
+
+PoolState& PoolState::of(PinnedPool& pool) noexcept { return *pool.state_; }
 
 void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   if (buffer.pool_ && buffer.data_ != nullptr) {

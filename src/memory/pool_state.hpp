@@ -51,6 +51,13 @@ struct PoolState {
     SharedEvent after;
   };
 
+  /// The pool's state (the library sets device on its manager's pool).
+  [[nodiscard]] static PoolState& of(PinnedPool& pool) noexcept;
+
+  /// The CUDA ordinal whose primary context pins and unpins blocks on a thread that has no current
+  /// context (HostContextGuard): the manager's first device, so that no other device gets a context;
+  /// -1 for a pool of no manager (a device whose primary context exists already). Set before any lease.
+  int device = -1;
   std::mutex mutex;
   std::size_t limit;
   std::multimap<Key, std::byte*> idle;
@@ -62,7 +69,7 @@ struct PoolState {
   /// Takes idle blocks out of the cache, largest first, until in use + cached + pending is at most
   /// @p target_total; the caller releases them once the lock is let go.
   std::vector<std::pair<Key, std::byte*>> take_idle_locked(std::size_t target_total);
-  static void release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) noexcept;
+  void release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) const noexcept;
   [[nodiscard]] std::size_t total_locked() const noexcept {
     return counters.in_use + counters.cached + counters.pending;
   }

@@ -23,15 +23,22 @@ class MultiGpuManager;
 namespace gpuxfer::detail {
 
 /// One device's streams, one per direction so that uploads, downloads and device-to-device traffic
-/// overlap, and its scratch memory.
+/// overlap, one for NCCL, and its scratch memory.
 struct DeviceStreams {
   explicit DeviceStreams(int device)
-      : ordinal(device), h2d(device), d2h(device), d2d(device), scratch(device, scratch_keep_bytes) {}
+      : ordinal(device),
+        h2d(device),
+        d2h(device),
+        d2d(device),
+        nccl(device),
+        scratch(device, scratch_keep_bytes) {}
   static constexpr std::size_t scratch_keep_bytes = std::size_t{256} << 20;
   int ordinal;
   Stream h2d;       // host -> this device
   Stream d2h;       // this device -> host
-  Stream d2d;       // this device <-> other devices: peer copies this device issues, and NCCL collectives
+  Stream d2d;       // this device <-> other devices: the peer copies this device issues
+  Stream nccl;      // NCCL collectives alone: their kernels wait for each other across devices, so no copy
+                    // that waits on another device may queue between them (engine/collectives.cpp)
   MemPool scratch;  // stream-ordered scratch space (gather_slices' packing buffer)
 };
 

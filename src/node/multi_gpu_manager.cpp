@@ -7,6 +7,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "memory/pool_state.hpp"
 #include "node/manager_state.hpp"
 #include "node/numa.hpp"
 #include "node/topology.hpp"
@@ -142,6 +143,9 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
                                      (state->device_status.empty() ? std::string{} : ": " + state->device_status));
   }
   for (const int ordinal : ordinals) state->devices.push_back(detail::read_device_info(ordinal));
+  // Pinning from a thread without a context happens under the manager's first device, never device 0
+  // when the manager was not asked to use it.
+  if (!ordinals.empty()) detail::PoolState::of(state->pool).device = ordinals.front();
   detail::place_on_numa_nodes(*state);
   state->links = detail::read_links(state->devices);
   detail::enable_peers(*state);

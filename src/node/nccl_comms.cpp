@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
@@ -15,6 +16,8 @@ const std::vector<ncclComm_t>& NcclComms::get(const std::vector<int>& ordinals) 
   std::lock_guard lock(mutex_);
   if (comms_.empty()) {
     std::vector<ncclComm_t> comms(ordinals.size(), nullptr);
+    // NCCL restores the device it found: let it find one of ours, whose guard restores the caller's context.
+    DeviceGuard guard(ordinals.front());
     GPUXFER_NCCL_TRY_CTX(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()),
                          "creating NCCL communicators over " + std::to_string(ordinals.size()) + " devices");
     comms_ = std::move(comms);

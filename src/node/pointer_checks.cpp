@@ -24,15 +24,12 @@ std::string describe(const void* ptr, std::size_t size) {
 // where an operation notices it need not be the one that faulted: name them all.
 std::string faulted_devices(const ManagerState& m) {
   std::string names;
-  int previous = 0;
-  (void)cudaGetDevice(&previous);
   for (std::size_t i = 0; i < m.size(); ++i) {
-    if (cudaSetDevice(m.ordinal(i)) != cudaSuccess) continue;
-    if (is_sticky(cudaStreamQuery(m.streams_of(i).d2d.get()))) {
+    const DeviceGuard guard(m.ordinal(i), std::nothrow);
+    if (guard.entered() && is_sticky(cudaStreamQuery(m.streams_of(i).d2d.get()))) {
       names += (names.empty() ? "" : ", ") + device_name(m, i);
     }
   }
-  (void)cudaSetDevice(previous);
   return names;
 }
 
@@ -55,6 +52,7 @@ AddressRange validate_device_range(const ManagerState& m, std::size_t index, con
   check_index(m, index, what);
   const std::string who = std::string(what) + " on " + device_name(m, index) + ": " + describe(ptr, size);
   if (ptr == nullptr) throw Error(Errc::invalid_buffer, who + " is null");
+  DeviceGuard guard(m.ordinal(index));  // cudaPointerGetAttributes and the driver need a current context
   cudaPointerAttributes attr{};
   const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
@@ -71,7 +69,6 @@ AddressRange validate_device_range(const ManagerState& m, std::size_t index, con
                                           ", not " + std::to_string(m.ordinal(index)));
   }
   AddressRange range;
-  DeviceGuard guard(m.ordinal(index));
   if (const int result = address_range(ptr, range); result != 0) {
     throw_if_faulted(m, result, who);
     throw Error(Errc::invalid_buffer, who + ": the driver knows no allocation at this address");

@@ -7,22 +7,24 @@
 namespace gpuxfer::detail {
 namespace {
 
-PFN_cuMemGetAddressRange_v3020 load_get_address_range() noexcept {
+// The entry point @p name in the ABI of CUDA @p version (the version its PFN type is suffixed with), or
+// nullptr when the driver lacks it.
+template <class Fn>
+Fn load(const char* name, unsigned version) noexcept {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &status) !=
-          cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
       status != cudaDriverEntryPointSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
-  return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
+  return reinterpret_cast<Fn>(fn);
 }
 
 }  // namespace
 
 int address_range(const void* ptr, AddressRange& out) noexcept {
-  static const PFN_cuMemGetAddressRange_v3020 get_range = load_get_address_range();
+  static const auto get_range = load<PFN_cuMemGetAddressRange_v3020>("cuMemGetAddressRange", 3020);
   if (get_range == nullptr) return -1;
   CUdeviceptr base = 0;
   size_t size = 0;
@@ -31,6 +33,31 @@ int address_range(const void* ptr, AddressRange& out) noexcept {
   out.base = static_cast<std::uintptr_t>(base);
   out.size = size;
   return 0;
+}
+
+int current_context(CUctx_st*& out) noexcept {
+  static const auto get_current = load<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent", 4000);
+  out = nullptr;
+  if (get_current == nullptr) return -1;
+  return static_cast<int>(get_current(&out));
+}
+
+int set_current_context(CUctx_st* context) noexcept {
+  static const auto set_current = load<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent", 4000);
+  if (set_current == nullptr) return -1;
+  return static_cast<int>(set_current(context));
+}
+
+bool primary_context_active(int ordinal) noexcept {
+  static const auto get_device = load<PFN_cuDeviceGet_v2000>("cuDeviceGet", 2000);
+  static const auto get_state =
+      load<PFN_cuDevicePrimaryCtxGetState_v7000>("cuDevicePrimaryCtxGetState", 7000);
+  if (get_device == nullptr || get_state == nullptr) return false;
+  CUdevice device = 0;
+  unsigned flags = 0;
+  int active = 0;
+  return get_device(&device, ordinal) == CUDA_SUCCESS && get_state(device, &flags, &active) == CUDA_SUCCESS &&
+         active != 0;
 }
 
 }  // namespace gpuxfer::detail

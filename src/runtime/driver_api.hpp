@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+struct CUctx_st;  // the driver's CUcontext is a CUctx_st*
+
 namespace gpuxfer::detail {
 
 /// The allocation that contains @p ptr.
@@ -18,5 +20,17 @@ struct AddressRange {
 /// memory) or the device has faulted (the sticky codes equal the runtime's: 700 illegal address, ...);
 /// -1 when the entry point is unavailable.
 [[nodiscard]] int address_range(const void* ptr, AddressRange& out) noexcept;
+
+/// cuCtxGetCurrent: @p out is the calling thread's current context, nullptr when it has none. Returns the
+/// driver's CUresult (0 on success), -1 when the entry point is unavailable.
+[[nodiscard]] int current_context(CUctx_st*& out) noexcept;
+
+/// cuCtxSetCurrent: makes @p context current on the calling thread; nullptr leaves it with none. Returns
+/// the driver's CUresult (0 on success), -1 when the entry point is unavailable.
+[[nodiscard]] int set_current_context(CUctx_st* context) noexcept;
+
+/// cuDevicePrimaryCtxGetState: whether CUDA ordinal @p ordinal's primary context exists (is active), so
+/// that making it current creates nothing. False when the driver cannot say.
+[[nodiscard]] bool primary_context_active(int ordinal) noexcept;
 
 }  // namespace gpuxfer::detail

@@ -17,11 +17,23 @@ Event::Event(int device) : device_(device) {
 }
 
 Event::~Event() {
-  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+  if (event_ == nullptr) return;
+  const DeviceGuard guard(device_, std::nothrow);
+  (void)cudaEventDestroy(event_);
 }
 
 void Event::record(cudaStream_t stream) {
   GPUXFER_CUDA_TRY_CTX(cudaEventRecord(event_, stream), "recording an event on ordinal " + std::to_string(device_));
+}
+
+cudaError_t Event::query() const noexcept {
+  const DeviceGuard guard(device_, std::nothrow);
+  return cudaEventQuery(event_);
+}
+
+cudaError_t Event::synchronize() const noexcept {
+  const DeviceGuard guard(device_, std::nothrow);
+  return cudaEventSynchronize(event_);
 }
 
 namespace {

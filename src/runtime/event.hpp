@@ -22,6 +22,10 @@ class Event {
   [[nodiscard]] int device() const noexcept { return device_; }
   /// Records the event on @p stream (a stream of the same device). @throws Error on failure
   void record(cudaStream_t stream);
+  /// cudaEventQuery and cudaEventSynchronize with the event's device current (DeviceGuard), so that a
+  /// host thread that waits makes no context current and creates none.
+  [[nodiscard]] cudaError_t query() const noexcept;
+  [[nodiscard]] cudaError_t synchronize() const noexcept;
 
  private:
   int device_ = -1;

@@ -4,10 +4,12 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 
-MemPool::MemPool(int device, std::size_t keep_bytes) {
+MemPool::MemPool(int device, std::size_t keep_bytes) : device_(device) {
+  DeviceGuard guard(device);  // a thread without a context must not get device 0's
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -22,7 +24,9 @@ MemPool::MemPool(int device, std::size_t keep_bytes) {
 }
 
 MemPool::~MemPool() {
-  if (pool_ != nullptr) (void)cudaMemPoolDestroy(pool_);
+  if (pool_ == nullptr) return;
+  const DeviceGuard guard(device_, std::nothrow);
+  (void)cudaMemPoolDestroy(pool_);
 }
 
 }  // namespace gpuxfer::detail

@@ -21,6 +21,7 @@ class MemPool {
   [[nodiscard]] cudaMemPool_t get() const noexcept { return pool_; }
 
  private:
+  int device_ = -1;
   cudaMemPool_t pool_ = nullptr;
 };
 

@@ -25,7 +25,9 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 
 void Stream::reset() noexcept {
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (stream_ == nullptr) return;
+  const DeviceGuard guard(device_, std::nothrow);
+  (void)cudaStreamDestroy(stream_);
   stream_ = nullptr;
 }
 

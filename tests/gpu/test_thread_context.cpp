@@ -1,0 +1,242 @@
+// What the calling thread's CUDA context is after an operation: a thread that had none still has none
+// (restoring "device 0" would leave device 0's primary context current, and create it, hundreds of MiB,
+// when the manager does not use device 0), and a thread that had one has exactly that one again, a
+// context the caller created itself included. The context is read from the driver (cuCtxGetCurrent).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "gpu/fixture.hpp"
+
+namespace gpuxfer::test {
+namespace {
+
+// The driver calls the test makes itself, through the runtime's entry points (nothing links libcuda).
+struct Driver {
+  PFN_cuCtxGetCurrent_v4000 get_current = nullptr;
+  PFN_cuCtxCreate_v3020 create = nullptr;
+  PFN_cuCtxDestroy_v4000 destroy = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+};
+
+template <class Fn>
+void load(Fn& fn, const char* name, unsigned version) {
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  cuda_check(cudaGetDriverEntryPointByVersion(name, &entry, version, cudaEnableDefault, &status), name);
+  if (status != cudaDriverEntryPointSuccess)
+    throw std::runtime_error(std::string("no driver entry point ") + name);
+  fn = reinterpret_cast<Fn>(entry);
+}
+
+const Driver& driver() {
+  static const Driver loaded = [] {
+    Driver d;
+    load(d.get_current, "cuCtxGetCurrent", 4000);
+    load(d.create, "cuCtxCreate", 3020);
+    load(d.destroy, "cuCtxDestroy", 4000);
+    load(d.device_get, "cuDeviceGet", 2000);
+    return d;
+  }();
+  return loaded;
+}
+
+void driver_check(CUresult result, const std::string& what) {
+  if (result != CUDA_SUCCESS) throw std::runtime_error(what + " failed: CUresult " + std::to_string(result));
+}
+
+CUcontext current_context() {
+  CUcontext ctx = nullptr;
+  driver_check(driver().get_current(&ctx), "cuCtxGetCurrent");
+  return ctx;
+}
+
+// A context the test creates on @p ordinal (not the primary one) and makes current on this thread.
+class CreatedContext {
+ public:
+  explicit CreatedContext(int ordinal) {
+    CUdevice device = 0;
+    driver_check(driver().device_get(&device, ordinal), "cuDeviceGet");
+    driver_check(driver().create(&ctx_, 0, device), "cuCtxCreate");
+  }
+  ~CreatedContext() { static_cast<void>(driver().destroy(ctx_)); }
+  CreatedContext(const CreatedContext&) = delete;
+  CreatedContext& operator=(const CreatedContext&) = delete;
+  [[nodiscard]] CUcontext get() const noexcept { return ctx_; }
+
+ private:
+  CUcontext ctx_ = nullptr;
+};
+
+// Runs @p op on a new thread whose context is made by @p before (nothing: a thread that has made no
+// CUDA call) and says what went wrong: the context after op is not the one before, or op threw. Empty
+// when the thread ends with the context it had.
+std::string context_change(const std::function<void()>& op, const std::function<void()>& before = {}) {
+  std::string problem;
+  std::thread thread([&] {
+    try {
+      if (before) before();
+      const CUcontext had = current_context();
+      if (!before && had != nullptr) {
+        problem = "a thread that made no CUDA call already has a current context";
+        return;
+      }
+      op();
+      const CUcontext has = current_context();
+      if (has != had) {
+        int device = -1;
+        static_cast<void>(cudaGetDevice(&device));
+        problem = std::string(had == nullptr ? "no context before" : "a context before") + ", " +
+                  (has == nullptr ? "none" : "another (of CUDA ordinal " + std::to_string(device) + ")") +
+                  " current after";
+      }
+    } catch (const std::exception& e) {
+      problem = std::string("threw: ") + e.what();
+    }
+  });
+  thread.join();
+  return problem;
+}
+
+using GpuThreadContext = SmallChunks<GpuTest>;
+using MultiGpuThreadContext = SmallChunks<MultiGpuTest>;
+
+constexpr std::size_t kBytes = 3 * kMiB + 5;
+
+TEST_F(GpuThreadContext, RegisterAndGatherAllLeaveNoContext) {
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    memory.push_back(&allocate(i, kBytes + i));
+    fill_device(ordinal(i), memory.back()->get(), kBytes + i, seed(i));
+  }
+  std::vector<HostBuffer> out;
+  EXPECT_EQ(context_change([&] {
+              for (std::size_t i = 0; i < memory.size(); ++i) {
+                xfer().set_device_buffer(i, memory[i]->get(), memory[i]->size());
+              }
+              out = xfer().gather_all();
+            }),
+            "");
+  ASSERT_EQ(out.size(), device_count());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    EXPECT_TRUE(host_matches(out[i].span(), seed(i), 0, "gather_all"));
+}
+
+TEST_F(GpuThreadContext, BroadcastsAndGatherIntoLeaveNoContext) {
+  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, kBytes);
+  const std::vector<std::byte> data = pattern_bytes(kBytes, other_seed(0));
+  PinnedMemory pinned(kBytes);
+  pattern::fill_host(std::span(pinned.data(), kBytes), other_seed(1));
+  std::vector<std::byte> into(device_count() * kBytes);
+  for (const HostBroadcastPath path : {HostBroadcastPath::per_device, HostBroadcastPath::automatic}) {
+    EXPECT_EQ(context_change([&] { xfer().broadcast(data, path); }), "") << "broadcast of pageable data";
+    EXPECT_EQ(context_change([&] { xfer().broadcast(std::span(pinned.data(), kBytes), path); }), "")
+        << "broadcast of pinned data";
+  }
+  EXPECT_EQ(context_change([&] { static_cast<void>(xfer().gather_into(into)); }), "") << "gather_into";
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    EXPECT_TRUE(host_matches(std::span(into).subspan(i * kBytes, kBytes), other_seed(1), 0, "gather_into"));
+  }
+}
+
+TEST_F(GpuThreadContext, PoolAndHostRegistrationLeaveNoContext) {
+  PinnedPool& pool = manager().pinned_pool();
+  pool.trim();
+  const std::size_t allocations = pool.stats().allocations;
+  // An odd size no earlier lease cached: the pool pins a new block, then trim unpins it.
+  EXPECT_EQ(context_change([&] {
+              HostBuffer block = pool.acquire(5 * kMiB + 4096 * 3);
+              pattern::fill_host(block.span(), seed(0));
+              block.reset();
+              pool.trim();
+            }),
+            "")
+      << "the manager's pool";
+  EXPECT_GT(pool.stats().allocations, allocations) << "the lease was served from the cache: nothing pinned";
+  EXPECT_EQ(context_change([&] {
+              PinnedPool own(16 * kMiB);
+              HostBuffer block = own.acquire(kMiB);
+              pattern::fill_host(block.span(), seed(0));
+            }),
+            "")
+      << "a pool of no manager";
+  std::vector<std::byte> memory(2 * kMiB);
+  EXPECT_EQ(context_change([&] { HostRegistration registration = register_host(memory); }), "")
+      << "register_host";
+}
+
+TEST_F(GpuThreadContext, ManagerMadeAndDroppedOnAThreadLeavesNoContext) {
+  DeviceMemory& mem = allocate(0, kBytes);  // here: the test's own helpers restore "device 0"
+  fill_device(mem.ordinal(), mem.get(), kBytes, seed(0));
+  std::vector<HostBuffer> out;
+  EXPECT_EQ(context_change([&] {
+              auto other = MultiGpuManager::create(options());
+              InterGpuTransfer engine(other);
+              engine.set_device_buffer(0, mem.get(), mem.size());
+              out = engine.gather_all();
+            }),
+            "");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all of a manager made on the thread"));
+}
+
+TEST_F(GpuThreadContext, PrimaryContextOfTheCallersDeviceStaysCurrent) {
+  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, kBytes);
+  const int last = ordinal(device_count() - 1);
+  const std::vector<std::byte> data = pattern_bytes(kBytes, other_seed(0));
+  EXPECT_EQ(context_change(
+                [&] {
+                  xfer().broadcast(data);
+                  static_cast<void>(xfer().gather_all());
+                  int device = -1;
+                  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+                  if (device != last) throw std::runtime_error("current device " + std::to_string(device));
+                },
+                [&] { cuda_check(cudaSetDevice(last), "cudaSetDevice"); }),
+            "");
+}
+
+TEST_F(GpuThreadContext, ContextTheCallerCreatedStaysCurrent) {
+  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, kBytes);
+  const std::vector<std::byte> data = pattern_bytes(kBytes, other_seed(0));
+  std::optional<CreatedContext> created;
+  EXPECT_EQ(context_change(
+                [&] {
+                  xfer().broadcast(data);
+                  const std::vector<HostBuffer> out = xfer().gather_all();
+                  HostBuffer block = manager().pinned_pool().acquire(7 * kMiB + 4096 * 5);
+                  if (out.empty() || pattern::count_mismatches_host(out[0].span(), other_seed(0)) != 0) {
+                    throw std::runtime_error("gather_all after broadcast: wrong bytes");
+                  }
+                },
+                [&] { created.emplace(ordinal(0)); }),
+            "");
+}
+
+TEST_F(MultiGpuThreadContext, DeviceToDeviceOperationsLeaveNoContext) {
+  DeviceMemory& a = register_pattern(0, kBytes);
+  DeviceMemory& b = register_pattern(1, kBytes);
+  std::vector<CopyPath> paths{CopyPath::staged};
+  if (manager().peer_enabled(0, 1)) paths.push_back(CopyPath::peer);
+  for (const CopyPath path : paths) {
+    EXPECT_EQ(context_change([&] { xfer().copy_device_buffer(0, 1, path); }), "") << "copy_device_buffer";
+    EXPECT_TRUE(device_matches(b.ordinal(), b.get(), kBytes, seed(0), 0, "copy 0 -> 1"));
+    fill_device(b.ordinal(), b.get(), kBytes, seed(1));
+  }
+  std::vector<DeviceBroadcastPath> broadcasts{DeviceBroadcastPath::peer};
+  if (manager().nccl_available()) broadcasts.push_back(DeviceBroadcastPath::nccl);
+  for (const DeviceBroadcastPath path : broadcasts) {
+    EXPECT_EQ(context_change([&] { xfer().broadcast_from_device(1, path); }), "") << "broadcast_from_device";
+    EXPECT_TRUE(device_matches(a.ordinal(), a.get(), kBytes, seed(1), 0, "broadcast from 1"));
+    fill_device(a.ordinal(), a.get(), kBytes, seed(0));
+  }
+  DeviceMemory& out = allocate(1, 2 * kBytes);
+  EXPECT_EQ(context_change([&] { static_cast<void>(xfer().gather_to_device(1, out.get(), out.size())); }), "")
+      << "gather_to_device";
+  EXPECT_TRUE(
+      device_matches(out.ordinal(), out.get(), kBytes, seed(0), 0, "gather_to_device, device 0's part"));
+  EXPECT_TRUE(
+      device_matches(out.ordinal(), out.get() + kBytes, kBytes, seed(1), 0, "gather_to_device, device 1's"));
+}
+
+}  // namespace
+}  // namespace gpuxfer::test

@@ -13,6 +13,7 @@
 
 #include "bindings.hpp"
 #include "host_memory.hpp"
+#include "pinned_block.hpp"
 #include "manager.hpp"
 #include "transfer.hpp"
 

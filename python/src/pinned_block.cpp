@@ -46,8 +46,8 @@ nb::object cuda_host_view(nb::handle array) {
     shape[i] = a.shape(i);
     strides[i] = a.stride(i);
   }
-  nb::ndarray<nb::array_api, Flags...> view(a.data(), a.ndim(), shape.data(), nb::borrow(array), strides.data(),
-                                            a.dtype(), dl_cuda_host, 0);
+  nb::ndarray<nb::array_api, Flags...> view(a.data(), a.ndim(), shape.data(), nb::borrow(array),
+                                            strides.data(), a.dtype(), dl_cuda_host, 0);
   return view.cast();
 }
 
@@ -64,11 +64,15 @@ nb::object host_array(HostBuffer&& buffer) {
 }
 
 void bind_pinned(nb::module_& m) {
-  nb::class_<PinnedBlock>(m, "PinnedBlock", nb::type_slots(block_slots),
-                          "One pinned HostBuffer leased from the manager's pool, returned when this dies; the "
-                          "memory under a gathered PinnedArray (its .base)")
+  nb::class_<PinnedBlock>(
+      m, "PinnedBlock", nb::type_slots(block_slots),
+      "One pinned HostBuffer leased from the manager's pool, returned when this dies; the "
+      "memory under a gathered PinnedArray (its .base)")
       .def_prop_ro("nbytes", [](const PinnedBlock& b) { return b.buffer.size(); })
-      .def_prop_ro("ptr", [](const PinnedBlock& b) { return reinterpret_cast<std::uintptr_t>(b.buffer.data()); });
+      .def_prop_ro("ptr",
+                   [](const PinnedBlock& b) { return reinterpret_cast<std::uintptr_t>(b.buffer.data()); });
+  // For the tests without a GPU: a block over an empty lease (real ones need a GPU).
+  m.def("_empty_pinned_block", [] { return PinnedBlock{}; });
   m.def(
       "_set_pinned_array_factory",
       [](nb::handle factory) {

@@ -13,8 +13,8 @@
 
 #include "bindings.hpp"
 #include "host_memory.hpp"
-#include "pinned_block.hpp"
 #include "manager.hpp"
+#include "pinned_block.hpp"
 #include "transfer.hpp"
 
 namespace gpuxfer::python {
@@ -81,7 +81,8 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
 }
 
 nb::object registered_object(const Transfer& t, std::size_t device) {
-  if (!t.engine.device_buffer(device).has_value() || !t.registered[device].tensor.is_valid()) return nb::none();
+  if (!t.engine.device_buffer(device).has_value() || !t.registered[device].tensor.is_valid())
+    return nb::none();
   return t.registered[device].tensor;
 }
 

@@ -40,7 +40,8 @@ struct Transfer {
     if (--in_flight == 0) retired.clear();
   }
   void hold(std::size_t device, Held held) {
-    if (registered[device].tensor.is_valid() && in_flight > 0) retired.push_back(std::move(registered[device]));
+    if (registered[device].tensor.is_valid() && in_flight > 0)
+      retired.push_back(std::move(registered[device]));
     registered[device] = std::move(held);
   }
 };

@@ -44,6 +44,16 @@ def fake_block(monkeypatch):
     return pinned.PinnedArray((4096,), np.uint8, memory)
 
 
+def test_a_pinned_block_offers_its_bytes_and_the_factory_makes_pinned_arrays():
+    # PinnedBlock's buffer protocol and the factory every gathered array comes from, over an empty lease
+    # (real ones need a GPU; numpy keeps no base for an empty array, so block_of is not asked here).
+    block = gpuxfer._gpuxfer._empty_pinned_block()
+    view = memoryview(block)
+    assert (view.nbytes, view.readonly, block.nbytes, block.ptr) == (0, False, 0, 0)
+    a = pinned._from_block(block)
+    assert type(a) is gpuxfer.PinnedArray and a.dtype == np.uint8 and a.shape == (0,)
+
+
 def test_an_array_over_a_block_reports_cuda_host_and_so_do_its_views(fake_block):
     assert fake_block.pinned
     assert fake_block.__dlpack_device__() == CUDA_HOST

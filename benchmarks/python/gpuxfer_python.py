@@ -3,7 +3,9 @@
 every sample's data checked, the same JSON shape; ``compare_to`` names the C++ operation each row stands
 beside. With ``--cpp bench.json`` (gpuxfer-bench --json) it prints Python against C++ per operation and
 size: the time above C++ (targets: 4 KiB gather at most 2 us above) and the throughput ratio (256 MiB
-gather at least 0.98 x C++). Run torch_baseline.py beside it for torch.cuda.comm.
+gather at least 0.98 x C++). Its last lines give both targets' numbers and PASS or MISS, the summary line
+too; a target that the two runs did not both measure is missed. Run torch_baseline.py beside it for
+torch.cuda.comm.
 
 Exit codes: 0 when every byte was right (and every target met, with --cpp), 1 otherwise, 2 without
 gpuxfer, PyTorch or a CUDA device.
@@ -208,6 +210,34 @@ def compare(py_results, cpp_results):
     return rows
 
 
+def human(size):
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+
+
+def verdicts(rows):
+    """One verdict per TARGETS entry from compare's rows: {name, measure, times, met}. A target no row
+    measured (the C++ JSON or this run lacks that op and size) is missed, so that it never passes unmeasured."""
+    out = []
+    for (op, size), (most_above, least_ratio) in TARGETS.items():
+        v = {"name": f"{human(size)} {op}", "measure": "not measured", "times": "", "met": False}
+        r = next((r for r in rows if r["cpp_op"] == op and r["size"] == size), None)
+        if r is None:
+            v["times"] = f"no {op} row of {size} bytes in both runs"
+        else:
+            if most_above is not None:
+                v["measure"] = f"{r['above_us']:+.2f} us against C++ (at most +{most_above})"
+            else:
+                v["measure"] = f"{r['ratio']:.3f} x C++ (at least {least_ratio})"
+            v["times"] = f"python {r['py_us']:.2f} us, C++ {r['cpp_us']:.2f} us"
+            v["met"] = r["met"]
+        out.append(v)
+    return out
+
+
+def verdict(v):
+    return "PASS" if v["met"] else "MISS"
+
+
 def parse_args(argv):
     def cpp(p):
         p.add_argument("--cpp", default="", help="gpuxfer-bench --json output to compare with")
@@ -261,10 +291,18 @@ def main(argv):
                 f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
                 f"{r['ratio']:7.3f}  {r['target'] or ''}{'' if r['met'] else '  MISSED'}"
             )
-    ok = wrong == 0 and not failed and all(r["met"] for r in rows)
+    checked = verdicts(rows) if args.cpp else []
+    print("#\n# the issue's targets, Python against C++:")
+    for v in checked:
+        print(f"# target {v['name']}: {v['measure']}; {v['times']}: {verdict(v)}")
+    if not args.cpp:
+        print("# targets: not checked: run with --cpp bench.json (gpuxfer-bench --json) to check them")
+    missed = sum(not r["met"] for r in rows) + sum(v["measure"] == "not measured" for v in checked)
+    ok = wrong == 0 and not failed and missed == 0
     print(
-        f"#\n# gpuxfer_python: {'OK' if ok else 'FAILED'}: {wrong} wrong bytes, {len(failed)} failed, "
-        f"{len(waived)} waived, {sum(not r['met'] for r in rows)} targets missed"
+        f"# gpuxfer_python: {'OK' if ok else 'FAILED'}: {wrong} wrong bytes, {len(failed)} failed, "
+        f"{len(waived)} waived, {missed} targets missed"
+        + "".join(f"; {v['name']} {v['measure']}: {verdict(v)}" for v in checked)
     )
     if args.json:
         doc = {
@@ -276,6 +314,7 @@ def main(argv):
             "waived": waived,
             "failed": failed,
             "versus_cpp": rows,
+            "targets": checked,
             "wrong": wrong,
         }
         torch_baseline.write_json(args.json, doc)

@@ -2,7 +2,7 @@
 
 import unittest
 
-from gpuxfer_python import compare, parse_args
+from gpuxfer_python import compare, parse_args, verdicts
 
 
 def row(op, size, us, compare_to=None):
@@ -38,6 +38,26 @@ class CompareTest(unittest.TestCase):
         self.assertEqual([r["op"] for r in rows], ["py_bcast_pinned"])
         self.assertTrue(rows[0]["met"])
         self.assertIsNone(rows[0]["target"])
+
+    def test_both_targets_get_a_verdict_with_their_numbers(self):
+        size = 256 << 20
+        rows = compare(
+            [row("py_gather", 4096, 13.0, "gather"), row("py_gather", size, 1000.0, "gather")],
+            [row("gather", 4096, 10.0), row("gather", size, 990.0)],
+        )
+        small, large = verdicts(rows)
+        self.assertEqual((small["name"], small["met"]), ("4 KiB gather", False))
+        self.assertIn("+3.00 us", small["measure"])
+        self.assertEqual((large["name"], large["met"]), ("256 MiB gather", True))
+        self.assertIn("0.990 x C++", large["measure"])
+        self.assertIn("python 1000.00 us, C++ 990.00 us", large["times"])
+
+    def test_a_target_neither_run_measured_is_missed_not_passed(self):
+        rows = compare([row("py_gather", 4096, 11.0, "gather")], [row("gather", 4096, 10.0)])
+        small, large = verdicts(rows)
+        self.assertTrue(small["met"])
+        self.assertFalse(large["met"])
+        self.assertEqual(large["measure"], "not measured")
 
     def test_short_mode_sizes_and_unknown_ops(self):
         self.assertEqual(parse_args(["--short"]).sizes, [4 << 10, 1 << 20, 64 << 20, 256 << 20])

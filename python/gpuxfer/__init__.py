@@ -30,11 +30,13 @@ from ._gpuxfer import (
     Manager,
     NumaPlacement,
     Options,
+    PinnedBlock,
     TransferHandle,
     __version__,
     parse_size,
     register_host,
 )
+from ._pinned import PinnedArray
 from ._streams import stream_handle
 from ._transfer import Transfer
 
@@ -59,6 +61,8 @@ __all__ = [
     "NumaPlacement",
     "Options",
     "OutOfMemoryError",
+    "PinnedArray",
+    "PinnedBlock",
     "Transfer",
     "TransferHandle",
     "UnsupportedError",

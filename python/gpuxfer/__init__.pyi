@@ -9,7 +9,28 @@ import numpy.typing as npt
 
 __version__: str
 
-HostArray = npt.NDArray[np.uint8]  # 1-D uint8 over pinned memory leased from the pool
+class PinnedBlock:
+    """One pinned HostBuffer leased from the pool (a PinnedArray's .base); the buffer protocol over it."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ptr(self) -> int: ...
+
+class PinnedArray(np.ndarray[Any, np.dtype[Any]]):
+    """A numpy array over pinned memory leased from the pool: __dlpack_device__() is (3, 0) (kDLCUDAHost)."""
+    @property
+    def pinned(self) -> bool: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+
+HostArray = PinnedArray  # 1-D uint8 over pinned memory leased from the pool
 
 class Error(RuntimeError):
     code: str

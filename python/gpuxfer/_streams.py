@@ -44,13 +44,13 @@ def _checked(handle: Any, source: str) -> int:
     return handle
 
 
-def current_stream_of(tensor: Any) -> int | None:
-    """The current stream of the framework that made ``tensor`` on its device (torch, cupy), where the
-    producer most likely queued its work; None for other objects."""
+def current_stream_of(tensor: Any) -> Any:
+    """The current stream object of the framework that made ``tensor`` on its device (torch, cupy), where
+    the producer most likely queued its work; None for other objects."""
     framework = type(tensor).__module__.split(".")[0]
     if framework == "torch" and "torch" in sys.modules:
-        return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+        return sys.modules["torch"].cuda.current_stream(tensor.device)
     if framework == "cupy" and "cupy" in sys.modules:
         with tensor.device:
-            return sys.modules["cupy"].cuda.get_current_stream().ptr
+            return sys.modules["cupy"].cuda.get_current_stream()
     return None

@@ -26,14 +26,17 @@ class Transfer(_gpuxfer._Transfer):
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
         device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
         ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
-        stream ``__cuda_array_interface__`` names, else the legacy default stream."""
+        stream ``__cuda_array_interface__`` names, else the legacy default stream. The registration keeps
+        ``tensor`` and the stream object (not an int handle) alive until it is replaced or cleared."""
         memory = device_memory(tensor)
+        if stream is None:
+            stream = current_stream_of(tensor)
         if stream is not None:
             handle = stream_handle(stream)
         else:
-            current = current_stream_of(tensor)
-            handle = current if current is not None else memory.stream if memory.stream is not None else 0
-        self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor)
+            handle = memory.stream if memory.stream is not None else 0
+        owner = None if isinstance(stream, int) else stream
+        self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor, owner)
 
     def gather_to_device(self, dst_device: int, out: Any) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor

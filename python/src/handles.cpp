@@ -7,7 +7,7 @@
 #include <gpuxfer/transfer_handle.hpp>
 
 #include "bindings.hpp"
-#include "host_memory.hpp"
+#include "pinned_block.hpp"
 #include "transfer.hpp"
 
 namespace gpuxfer::python {

@@ -1,4 +1,4 @@
-// host_view, host_array, the device-pointer view of a DLPack tensor, and register_host.
+// host_view, the device-pointer view of a DLPack tensor, and register_host.
 #include "host_memory.hpp"
 
 #include <cstdint>
@@ -80,15 +80,6 @@ struct Registration {
 HostView host_view(nb::handle obj, bool writable) {
   return writable ? view_of<nb::ndarray<>>(obj, "a writable host array")
                   : view_of<nb::ndarray<nb::ro>>(obj, "a host array or bytes-like object");
-}
-
-nb::object host_array(HostBuffer&& buffer) {
-  if (buffer.empty()) return nb::none();
-  auto* owned = new HostBuffer(std::move(buffer));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
-  const std::size_t shape[1] = {owned->size()};
-  nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>> array(owned->data(), 1, shape, owner);
-  return array.cast();
 }
 
 void bind_host(nb::module_& m) {

@@ -1,5 +1,5 @@
-// Host memory across the boundary: caller arrays in (buffer protocol or DLPack, no copy) and pinned
-// HostBuffers out as numpy arrays that keep their block leased.
+// Host memory across the boundary: caller arrays in (buffer protocol or DLPack, no copy). Gathered
+// HostBuffers go out through pinned_block.hpp.
 #pragma once
 
 #include <cstddef>
@@ -7,8 +7,6 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-
-#include <gpuxfer/host_buffer.hpp>
 
 namespace gpuxfer::python {
 
@@ -28,8 +26,5 @@ struct HostView {
 /// @throws nb::type_error when @p obj is not host memory, or not contiguous, or read-only while
 ///         @p writable
 [[nodiscard]] HostView host_view(nb::handle obj, bool writable);
-
-/// A 1-D uint8 numpy array over @p buffer's pinned bytes, owning the lease; None when empty.
-[[nodiscard]] nb::object host_array(HostBuffer&& buffer);
 
 }  // namespace gpuxfer::python

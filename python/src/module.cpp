@@ -11,6 +11,7 @@ NB_MODULE(_gpuxfer, m) {
   py::bind_options(m);
   py::bind_manager(m);
   py::bind_host(m);
+  py::bind_pinned(m);
   py::bind_handles(m);
   py::bind_transfer(m);
 }

@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "host_memory.hpp"
 #include "manager.hpp"
+#include "pinned_block.hpp"
 #include "transfer.hpp"
 
 namespace gpuxfer::python {
@@ -38,16 +39,16 @@ auto released(Transfer& t, Op&& op) {
 }
 
 void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
-                       std::uintptr_t stream, nb::object tensor) {
+                       std::uintptr_t stream, nb::object tensor, nb::object stream_owner) {
   released(t, [&] {
     t.engine.set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
   });
-  t.hold(device, std::move(tensor));
+  t.hold(device, {std::move(tensor), std::move(stream_owner)});
 }
 
 void clear_device_buffer(Transfer& t, std::size_t device) {
   t.engine.clear_device_buffer(device);
-  t.hold(device, nb::object());
+  t.hold(device, {});
 }
 
 nb::object gather(nb::handle self, std::size_t dst) {
@@ -80,8 +81,9 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
 }
 
 nb::object registered_object(const Transfer& t, std::size_t device) {
-  if (!t.engine.device_buffer(device).has_value() || !t.registered[device].is_valid()) return nb::none();
-  return t.registered[device];
+  if (!t.engine.device_buffer(device).has_value() || !t.registered[device].tensor.is_valid())
+    return nb::none();
+  return t.registered[device].tensor;
 }
 
 nb::object registered_range(const Transfer& t, std::size_t device) {
@@ -113,7 +115,7 @@ void bind_transfer(nb::module_& m) {
           nb::arg("manager"))
       .def_prop_ro("manager", [](const Transfer& t) { return Manager{t.engine.manager()}; })
       .def("_set_device_buffer", &set_device_buffer, nb::arg("device"), nb::arg("ptr"), nb::arg("nbytes"),
-           nb::arg("stream"), nb::arg("tensor"))
+           nb::arg("stream"), nb::arg("tensor"), nb::arg("stream_owner").none())
       .def("clear_device_buffer", &clear_device_buffer, nb::arg("device"))
       .def("device_buffer", &registered_object, nb::arg("device"), "The object registered on device, or None")
       .def("registered_range", &registered_range, nb::arg("device"),

@@ -1,9 +1,9 @@
 // The C++ half of gpuxfer.Transfer: the engine, and the Python objects whose memory it uses.
 //
-// Lifetimes: the object registered on each device is held until it is replaced or cleared; one replaced
-// while an operation is in flight (another thread's gather with the GIL released, an async handle not
-// yet collected) is retired, not dropped, until no operation is in flight. Every member here is touched
-// with the GIL held only.
+// Lifetimes: the object registered on each device, and the stream object it was registered with, are
+// held until the registration is replaced or cleared; a pair replaced while an operation is in flight
+// (another thread's gather with the GIL released, an async handle not yet collected) is retired, not
+// dropped, until no operation is in flight. Every member here is touched with the GIL held only.
 #pragma once
 
 #include <cstddef>
@@ -18,22 +18,31 @@ namespace gpuxfer::python {
 
 namespace nb = nanobind;
 
+/// What a registration keeps alive: the tensor whose memory it names, and the caller's stream object
+/// (a torch.cuda.Stream, a cupy.cuda.Stream, a __cuda_stream__ object; None for an int handle), so that a
+/// stream dropped by the caller is not destroyed under a registration that names it.
+struct Held {
+  nb::object tensor;
+  nb::object stream;
+};
+
 struct Transfer {
   explicit Transfer(std::shared_ptr<MultiGpuManager> manager)
       : engine(manager), registered(manager->device_count()) {}
 
   InterGpuTransfer engine;
-  std::vector<nb::object> registered;  // per device: the tensor behind its registration, or empty
-  std::vector<nb::object> retired;     // replaced while operations were in flight
+  std::vector<Held> registered;  // per device: what its registration holds, or empty
+  std::vector<Held> retired;     // replaced while operations were in flight
   std::size_t in_flight = 0;
 
   void begin() noexcept { ++in_flight; }
   void end() {
     if (--in_flight == 0) retired.clear();
   }
-  void hold(std::size_t device, nb::object tensor) {
-    if (registered[device].is_valid() && in_flight > 0) retired.push_back(std::move(registered[device]));
-    registered[device] = std::move(tensor);
+  void hold(std::size_t device, Held held) {
+    if (registered[device].tensor.is_valid() && in_flight > 0)
+      retired.push_back(std::move(registered[device]));
+    registered[device] = std::move(held);
   }
 };
 

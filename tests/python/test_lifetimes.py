@@ -116,3 +116,38 @@ def test_without_stream_the_frameworks_current_stream_orders_the_gather(manager,
         lib.write_on(stream, t, pattern(0, 8 << 20, 12))  # behind a spin on the current stream
         transfer.set_device_buffer(0, t)  # stream=None: the framework's current stream
     np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 12))
+
+
+def test_a_registration_keeps_its_stream_object_until_cleared(manager, lib):
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)  # a torch.cuda.Stream, a cupy.cuda.Stream (destroyed when it dies)
+    alive = weakref.ref(stream)
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.poisoned(ordinal, 8 << 20)
+    lib.synchronize()
+    lib.write_on(stream, t, pattern(0, 8 << 20, 13))  # behind a spin on the stream
+    transfer.set_device_buffer(0, t, stream=stream)
+    del stream
+    gc.collect()
+    assert alive() is not None, "the registration let the caller's stream object die"
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 13))
+    transfer.set_device_buffer(0, t, stream=0)  # replaced: an int handle holds nothing
+    gc.collect()
+    assert alive() is None, "a replaced registration kept its stream object"
+
+
+def test_without_stream_the_current_stream_object_is_held(manager, lib):
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    alive = weakref.ref(stream)
+    transfer = gpuxfer.Transfer(manager)
+    t = lib.poisoned(ordinal, 1 << 20)
+    with lib.current(stream):
+        transfer.set_device_buffer(0, t)
+    del stream
+    gc.collect()
+    if lib.name == "cupy":  # cupy's current stream is the caller's object; torch's is a new wrapper
+        assert alive() is not None, "the registration let cupy's current stream object die"
+    transfer.clear_device_buffer(0)
+    gc.collect()
+    assert alive() is None, "a cleared registration kept its stream object"

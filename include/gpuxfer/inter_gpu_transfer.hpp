@@ -42,7 +42,9 @@ struct TransferState;
 ///  - CUDA graphs: while the given stream captures, operations on device memory, on pinned memory and
 ///    over NCCL are captured (nothing allocated, synchronised or queried; ordered with the capturing
 ///    stream alone, the graph's launches order with the rest); what needs the host or the pinned pool
-///    throws Errc::unsupported saying why.
+///    throws Errc::unsupported saying why. CUDA does not tell a capturing stream's device: it must be
+///    the calling thread's current device. Capture from one thread at a time per manager, and run no
+///    other operation of that manager meanwhile: gpuxfer's per-device streams join the capture.
 ///  - Blocking forms are the same work plus a host wait. gather_to_device and gather_slices, whose
 ///    outputs or inputs are caller memory, order it with the legacy default stream, as cudaMemcpy does.
 class InterGpuTransfer {

@@ -18,6 +18,12 @@ void prune(std::vector<SharedEvent>& events) {
 
 }  // namespace
 
+void BufferOrder::inherit(BufferOrder& previous) {
+  std::lock_guard lock(previous.mutex_);
+  writes_ = previous.writes_;
+  reads_ = previous.reads_;
+}
+
 OperationOrder::OperationOrder(ManagerState& m, std::optional<cudaStream_t> caller, const char* what)
     : m_(m), caller_(caller), what_(what) {
   if (!caller_) return;
@@ -25,11 +31,18 @@ OperationOrder::OperationOrder(ManagerState& m, std::optional<cudaStream_t> call
   // The legacy default stream is one per device and cannot capture.
   per_device_caller_ = stream == nullptr || stream == cudaStreamLegacy;
   if (per_device_caller_) return;
-  GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller_ordinal_),
-                       std::string(what) + ": asking the device of the caller's stream (a destroyed stream?)");
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status), std::string(what) + ": the caller's stream");
+  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
+                       std::string(what) + ": asking whether the caller's stream captures (a destroyed stream?)");
   capturing_ = status != cudaStreamCaptureStatusNone;
+  if (!capturing_) {
+    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller_ordinal_),
+                         std::string(what) + ": asking the device of the caller's stream");
+  } else {
+    // CUDA refuses to tell a capturing stream's device (cudaErrorStreamCaptureUnsupported, in every capture
+    // mode): a capturing stream is taken to be of the current device, as graph capture code has it.
+    GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&caller_ordinal_), std::string(what) + ": the current device");
+  }
 }
 
 OperationOrder::~OperationOrder() { unlock(); }

@@ -27,6 +27,9 @@ class BufferOrder {
   /// A buffer of device ordinal @p ordinal that belongs to @p stream (cudaStreamLegacy by default).
   BufferOrder(int ordinal, cudaStream_t stream) noexcept : ordinal_(ordinal), stream_(stream) {}
 
+  /// Takes over gpuxfer's work in flight on @p previous (the same memory registered again).
+  void inherit(BufferOrder& previous);
+
  private:
   friend class OperationOrder;
   std::mutex mutex_;  // held by the operation that queues work on the buffer, from ordering to done()

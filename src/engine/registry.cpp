@@ -47,6 +47,10 @@ std::vector<std::optional<DeviceRange>> RegistrySnapshot::present(std::optional<
 
 void BufferRegistry::set(std::size_t index, Registration reg) {
   std::lock_guard lock(mutex_);
+  // The same memory again: gpuxfer's copies still in flight on it stay ordered with what comes next.
+  if (slots_[index] && slots_[index]->ptr == reg.ptr && slots_[index]->order && reg.order) {
+    reg.order->inherit(*slots_[index]->order);
+  }
   slots_[index] = std::move(reg);
 }
 

@@ -24,7 +24,9 @@ class Graph {
 
   void begin(cudaStream_t stream) { cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"); }
   void end(cudaStream_t stream) {
-    cuda_check(cudaStreamEndCapture(stream, &graph_), "end capture");
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
+    if (ended != cudaSuccess) static_cast<void>(cudaGetLastError());  // leave no error to later tests
+    cuda_check(ended, "end capture");
     cuda_check(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate");
   }
   void launch(cudaStream_t stream) const { cuda_check(cudaGraphLaunch(exec_, stream), "graph launch"); }
@@ -57,6 +59,7 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
     memory.push_back(&allocate(i, kBytes));
     xfer().set_device_buffer(i, memory[i]->get(), kBytes);
   }
+  const DeviceGuard current(ordinal(0));  // a capturing stream is taken to be of the current device
   const Stream stream(ordinal(0));
   PinnedMemory before(n * kBytes);
   PinnedMemory after(n * kBytes);
@@ -75,9 +78,10 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
   for (int r = 0; r < kReplays; ++r) {
     const std::uint64_t produced = seed(static_cast<std::size_t>(r));
     const std::uint64_t sent = other_seed(static_cast<std::uint64_t>(r));
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i) {  // device 0 on the graph's stream, the others before it
       const DeviceGuard guard(ordinal(i));
-      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, stream.get());
+      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, i == 0 ? stream.get() : cudaStreamLegacy);
+      if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
     }
     pattern::fill_host(source.span(), sent);
     std::fill(before.span().begin(), before.span().end(), kPoison);
@@ -95,6 +99,7 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
 
 TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
   register_pattern(0, kBytes);
+  const DeviceGuard current(ordinal(0));
   const Stream stream(ordinal(0));
   std::vector<std::byte> pageable(kBytes * device_count());
   Graph graph;

@@ -31,10 +31,14 @@ class PyBench(Bench):
         self.transfer = gpuxfer.Transfer(self.manager)
         super().__init__(torch, [d.ordinal for d in self.manager.devices])
         self.host = {}  # (kind, size) -> reused host memory (registered ones keep their registration)
+        # Registered with a stream of their own per device, as gpuxfer-bench registers its sources: the
+        # legacy default stream (torch's default) costs every operation about 3 us more (an event recorded
+        # on it, and its wait for the reads), measured on the H200 runner, which would not be Python's cost.
+        self.streams = [torch.cuda.Stream(device=d) for d in self.devices]
 
     def registered(self, sources):
         for i, s in enumerate(sources):
-            self.transfer.set_device_buffer(i, s)
+            self.transfer.set_device_buffer(i, s, stream=self.streams[i])
 
     def host_memory(self, kind, size):
         key = (kind, size)

@@ -108,6 +108,10 @@ class InterGpuTransfer {
   /// from pageable memory it returns once host threads have staged every byte.
   void broadcast_async(std::span<const std::byte> data, cudaStream_t stream,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
+  /// broadcast_async with one stream per device: device i is written after @p streams[i]'s earlier work
+  /// and every one of the streams waits for the whole broadcast.
+  void broadcast_async(std::span<const std::byte> data, std::span<const cudaStream_t> streams,
+                       HostBroadcastPath path = HostBroadcastPath::automatic);
 
   /// Copies @p root's registered buffer into the start of every other device's. Returns when done.
   /// @throws Error(Errc::invalid_buffer / invalid_argument) as broadcast; Errc::unsupported for
@@ -126,6 +130,10 @@ class InterGpuTransfer {
   /// also completes then). Not capturable (the results are leased at each call): capture
   /// gather_into_async into pinned memory.
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, cudaStream_t stream);
+  /// gather_async with one stream per device (@p streams[i] of device i, as many as devices): device i's
+  /// read starts after @p streams[i]'s earlier work, and every one of the streams waits for the gather.
+  /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
+  [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, std::span<const cudaStream_t> streams);
 
   /// gather(dst_device).get(): one pinned HostBuffer per source device, ascending, @p dst_device
   /// skipped, empty where nothing was registered.
@@ -135,6 +143,8 @@ class InterGpuTransfer {
   [[nodiscard]] std::vector<HostBuffer> gather_all();
   /// Stream-ordered gather_all, as gather_async.
   [[nodiscard]] GatherHandle gather_all_async(cudaStream_t stream);
+  /// gather_all_async with one stream per device, as gather_async.
+  [[nodiscard]] GatherHandle gather_all_async(std::span<const cudaStream_t> streams);
 
   /// Concatenates the registered buffers of every device (ascending; @p skip_device left out when set)
   /// into caller memory @p out, pinned or pageable. Pageable memory is filled through pinned chunks
@@ -146,6 +156,9 @@ class InterGpuTransfer {
   /// when @p stream gets past this point, and can be captured; into pageable memory it returns once the
   /// bytes are there.
   std::vector<GatherPiece> gather_into_async(std::span<std::byte> out, cudaStream_t stream,
+                                             std::optional<std::size_t> skip_device = std::nullopt);
+  /// gather_into_async with one stream per device, as gather_async.
+  std::vector<GatherPiece> gather_into_async(std::span<std::byte> out, std::span<const cudaStream_t> streams,
                                              std::optional<std::size_t> skip_device = std::nullopt);
 
   /// Gathers many (typically small) device ranges into host memory @p out, packed back to back in the

@@ -24,13 +24,23 @@ void BufferOrder::inherit(BufferOrder& previous) {
   reads_ = previous.reads_;
 }
 
-OperationOrder::OperationOrder(ManagerState& m, std::optional<cudaStream_t> caller, const char* what)
-    : m_(m), caller_(caller), what_(what) {
-  if (!caller_) return;
-  const cudaStream_t stream = *caller_;
+OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what) : m_(m), what_(what) {
+  if (!caller.per_device.empty()) {
+    order_with(caller.per_device);
+  } else if (caller.one) {
+    order_with(*caller.one);
+  }
+}
+
+void OperationOrder::order_with(cudaStream_t stream) {
+  ManagerState& m = m_;
+  const char* what = what_;
   // The legacy default stream is one per device and cannot capture.
-  per_device_caller_ = stream == nullptr || stream == cudaStreamLegacy;
-  if (per_device_caller_) return;
+  if (stream == nullptr || stream == cudaStreamLegacy) {
+    per_device_.assign(m.size(), cudaStreamLegacy);
+    return;
+  }
+  caller_ = stream;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
                        std::string(what) + ": asking whether the caller's stream captures (a destroyed stream?)");
@@ -45,6 +55,35 @@ OperationOrder::OperationOrder(ManagerState& m, std::optional<cudaStream_t> call
   }
 }
 
+void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
+  ManagerState& m = m_;
+  const char* what = what_;
+  if (per_device.size() != m.size()) {
+    throw Error(Errc::invalid_argument, std::string(what) + ": " + std::to_string(per_device.size()) +
+                                            " streams for " + std::to_string(m.size()) + " devices (one per device)");
+  }
+  per_device_.assign(per_device.begin(), per_device.end());
+  for (std::size_t i = 0; i < per_device_.size(); ++i) {
+    cudaStream_t& stream = per_device_[i];
+    if (stream == nullptr) stream = cudaStreamLegacy;
+    if (stream == cudaStreamLegacy) continue;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
+                         std::string(what) + ": asking whether the stream of " + device_name(m, i) + " captures");
+    if (status != cudaStreamCaptureStatusNone) {
+      capturing_ = true;
+      continue;
+    }
+    int ordinal = -1;
+    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &ordinal),
+                         std::string(what) + ": asking the device of the stream given for " + device_name(m, i));
+    if (ordinal != m.ordinal(i)) {
+      throw Error(Errc::invalid_argument, std::string(what) + ": the stream given for " + device_name(m, i) +
+                                              " belongs to ordinal " + std::to_string(ordinal));
+    }
+  }
+}
+
 OperationOrder::~OperationOrder() { unlock(); }
 
 void OperationOrder::refuse_capture(const char* why) const {
@@ -55,7 +94,7 @@ void OperationOrder::refuse_capture(const char* why) const {
 void OperationOrder::add(DeviceRange& r, Access access) { entries_.push_back({&r, access}); }
 
 SharedEvent OperationOrder::fork_event(std::size_t device) {
-  if (!per_device_caller_) {
+  if (caller_) {
     if (forks_.empty()) {
       DeviceGuard guard(caller_ordinal_);
       forks_.emplace_back(device, record_event(caller_ordinal_, *caller_));
@@ -66,8 +105,13 @@ SharedEvent OperationOrder::fork_event(std::size_t device) {
     if (d == device) return e;
   }
   DeviceGuard guard(m_.ordinal(device));
-  forks_.emplace_back(device, record_event(m_.ordinal(device), cudaStreamLegacy));
+  forks_.emplace_back(device, record_event(m_.ordinal(device), per_device_[device]));
   return forks_.back().second;
+}
+
+bool OperationOrder::is_caller(std::size_t device, cudaStream_t stream) const noexcept {
+  if (caller_) return *caller_ == stream;
+  return !per_device_.empty() && per_device_[device] == stream;
 }
 
 void OperationOrder::begin() {
@@ -83,11 +127,11 @@ void OperationOrder::begin() {
   for (const Entry& e : entries_) {
     DeviceRange& r = *e.range;
     r.ready.clear();
-    if (caller_) r.ready.push_back(fork_event(r.device));
+    if (has_caller()) r.ready.push_back(fork_event(r.device));
     if (!r.order || capturing_) continue;
     BufferOrder& o = *r.order;
     // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that one).
-    if (!caller_ || *caller_ != o.stream_) {
+    if (!is_caller(r.device, o.stream_)) {
       DeviceGuard guard(o.ordinal_);
       r.ready.push_back(record_event(o.ordinal_, o.stream_));
     }
@@ -110,7 +154,7 @@ void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& 
     o.reads_.insert(o.reads_.end(), events.begin(), events.end());
   }
   // The buffer's stream waits for what gpuxfer did to it before its later work.
-  if (!caller_ || *caller_ != o.stream_) {
+  if (!is_caller(r.device, o.stream_)) {
     DeviceGuard guard(o.ordinal_);
     stream_wait(o.stream_, events);
   }
@@ -121,21 +165,19 @@ void OperationOrder::done_all(const std::vector<SharedEvent>& events) {
 }
 
 void OperationOrder::join() {
+  std::vector<SharedEvent> events;
+  for (const auto& [device, e] : finished_) events.push_back(e);
   if (caller_) {
-    std::vector<SharedEvent> events;
-    for (const auto& [device, e] : finished_) events.push_back(e);
-    if (!per_device_caller_) {
-      DeviceGuard guard(caller_ordinal_);
-      stream_wait(*caller_, events);
-    } else {
-      std::vector<std::size_t> devices;
-      for (const Entry& e : entries_) devices.push_back(e.range->device);
-      std::sort(devices.begin(), devices.end());
-      devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-      for (std::size_t d : devices) {
-        DeviceGuard guard(m_.ordinal(d));
-        stream_wait(cudaStreamLegacy, events);
-      }
+    DeviceGuard guard(caller_ordinal_);
+    stream_wait(*caller_, events);
+  } else if (!per_device_.empty()) {
+    std::vector<std::size_t> devices;
+    for (const Entry& e : entries_) devices.push_back(e.range->device);
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    for (std::size_t d : devices) {
+      DeviceGuard guard(m_.ordinal(d));
+      stream_wait(per_device_[d], events);
     }
   }
   unlock();

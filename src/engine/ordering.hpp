@@ -21,6 +21,19 @@ namespace gpuxfer::detail {
 /// What an operation does with a range.
 enum class Access { read, write };
 
+/// The caller's side of an operation: nothing (a form ordered by the registrations alone), one stream for
+/// every device, or one stream per device.
+struct CallerStreams {
+  CallerStreams() = default;
+  CallerStreams(std::nullopt_t) {}                             // NOLINT: no caller, implicitly
+  CallerStreams(cudaStream_t stream) : one(stream) {}           // NOLINT: one stream, implicitly
+  CallerStreams(std::optional<cudaStream_t> stream) : one(stream) {}  // NOLINT
+  explicit CallerStreams(std::span<const cudaStream_t> streams) : per_device(streams) {}
+  std::optional<cudaStream_t> one;
+  std::span<const cudaStream_t> per_device;
+  [[nodiscard]] bool any() const noexcept { return one.has_value() || !per_device.empty(); }
+};
+
 /// The ordering state of one registered buffer, shared by its registration and the operations using it.
 class BufferOrder {
  public:
@@ -50,10 +63,11 @@ class BufferOrder {
 /// order with everything else) and nothing is queried or recorded in the registrations.
 class OperationOrder {
  public:
-  /// @p caller: the stream of a stream-ordered form (0, cudaStreamLegacy and cudaStreamPerThread mean
-  /// that stream of each device touched); nullopt for a form ordered by the registrations alone.
-  /// @p what names the operation in messages.
-  OperationOrder(ManagerState& m, std::optional<cudaStream_t> caller, const char* what);
+  /// @p caller: nothing for a form ordered by the registrations alone; one stream (0 and cudaStreamLegacy
+  /// mean the legacy default stream of each device touched); or one per device, each range forking from
+  /// and joining the stream of its device. @p what names the operation in messages.
+  /// @throws Error(Errc::invalid_argument) for per-device streams that are not one per device, each of its device
+  OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what);
   ~OperationOrder();
   OperationOrder(const OperationOrder&) = delete;
   OperationOrder& operator=(const OperationOrder&) = delete;
@@ -80,13 +94,18 @@ class OperationOrder {
     DeviceRange* range;
     Access access;
   };
+  void order_with(cudaStream_t stream);
+  void order_with(std::span<const cudaStream_t> per_device);
   SharedEvent fork_event(std::size_t device);
+  [[nodiscard]] bool has_caller() const noexcept { return caller_ || !per_device_.empty(); }
+  /// True when @p stream is the caller's stream for @p device (its fork and join cover it).
+  [[nodiscard]] bool is_caller(std::size_t device, cudaStream_t stream) const noexcept;
   void unlock() noexcept;
 
   ManagerState& m_;
-  std::optional<cudaStream_t> caller_;
-  bool per_device_caller_ = false;  // the caller's stream is the legacy or per-thread stream of each device
+  std::optional<cudaStream_t> caller_;  // one stream for every device
   int caller_ordinal_ = -1;
+  std::vector<cudaStream_t> per_device_;  // or one per device (the legacy default stream's form too)
   bool capturing_ = false;
   const char* what_;
   std::vector<Entry> entries_;

@@ -20,7 +20,7 @@ namespace gpuxfer {
 namespace {
 
 void queue_broadcast(detail::TransferState& t, std::span<const std::byte> data, HostBroadcastPath path,
-                     std::optional<cudaStream_t> caller) {
+                     const detail::CallerStreams& caller) {
   detail::ManagerState& m = t.m;
   const detail::RegistrySnapshot snapshot = t.registry.snapshot();
   std::vector<detail::DeviceRange> targets;
@@ -45,7 +45,7 @@ void queue_broadcast(detail::TransferState& t, std::span<const std::byte> data, 
       m, data, targets, scatter ? detail::UploadMode::scatter_allgather : detail::UploadMode::per_device, pinned);
   order.done_all(ends);
   order.join();
-  if (!caller) {
+  if (!caller.any()) {
     detail::OperationState op("broadcast of " + std::to_string(data.size()) + " bytes");
     // per_device: one event per target; scatter_allgather: two (its upload stream, its forwarding one).
     const std::size_t per_target = ends.size() / targets.size();
@@ -116,6 +116,12 @@ void InterGpuTransfer::broadcast(std::span<const std::byte> data, HostBroadcastP
 void InterGpuTransfer::broadcast_async(std::span<const std::byte> data, cudaStream_t stream, HostBroadcastPath path) {
   nvtx3::scoped_range range{"gpuxfer::broadcast_async"};
   queue_broadcast(*state_, data, path, stream);
+}
+
+void InterGpuTransfer::broadcast_async(std::span<const std::byte> data, std::span<const cudaStream_t> streams,
+                                       HostBroadcastPath path) {
+  nvtx3::scoped_range range{"gpuxfer::broadcast_async"};
+  queue_broadcast(*state_, data, path, detail::CallerStreams(streams));
 }
 
 void InterGpuTransfer::broadcast_from_device(std::size_t root, DeviceBroadcastPath path) {

@@ -40,7 +40,7 @@ std::vector<GatherPiece> layout(const std::vector<std::optional<detail::DeviceRa
 }
 
 std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, std::optional<std::size_t> skip,
-                                                     std::optional<cudaStream_t> caller) {
+                                                     const detail::CallerStreams& caller) {
   auto ranges = sources(t, skip);
   detail::OperationOrder order(t.m, caller, "gather");
   order.refuse_capture(
@@ -68,7 +68,7 @@ std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, s
 }
 
 std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<std::byte> out,
-                                           std::optional<std::size_t> skip, std::optional<cudaStream_t> caller) {
+                                           std::optional<std::size_t> skip, const detail::CallerStreams& caller) {
   if (skip) detail::check_index(t.m, *skip, "gather_into skipped device");
   auto ranges = sources(t, skip);
   std::size_t total = 0;
@@ -106,7 +106,7 @@ std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<s
     for (std::size_t i = 0; i < present.size(); ++i) order.done(present[i], {ends[i]});
   }
   order.join();
-  if (!caller) op.wait();  // the blocking form; a stream-ordered one is done when its stream gets there
+  if (!caller.any()) op.wait();  // the blocking form; a stream-ordered one is done when its stream gets there
   return pieces;
 }
 
@@ -169,9 +169,20 @@ std::vector<HostBuffer> InterGpuTransfer::gather_all() {
   return GatherHandle(queue_gather(*state_, std::nullopt, std::nullopt)).get();
 }
 
+GatherHandle InterGpuTransfer::gather_async(std::size_t dst_device, std::span<const cudaStream_t> streams) {
+  nvtx3::scoped_range range{"gpuxfer::gather_async"};
+  detail::check_index(state_->m, dst_device, "gather destination device");
+  return GatherHandle(queue_gather(*state_, dst_device, detail::CallerStreams(streams)));
+}
+
 GatherHandle InterGpuTransfer::gather_all_async(cudaStream_t stream) {
   nvtx3::scoped_range range{"gpuxfer::gather_all_async"};
   return GatherHandle(queue_gather(*state_, std::nullopt, stream));
+}
+
+GatherHandle InterGpuTransfer::gather_all_async(std::span<const cudaStream_t> streams) {
+  nvtx3::scoped_range range{"gpuxfer::gather_all_async"};
+  return GatherHandle(queue_gather(*state_, std::nullopt, detail::CallerStreams(streams)));
 }
 
 std::vector<GatherPiece> InterGpuTransfer::gather_into(std::span<std::byte> out,
@@ -184,6 +195,13 @@ std::vector<GatherPiece> InterGpuTransfer::gather_into_async(std::span<std::byte
                                                              std::optional<std::size_t> skip_device) {
   nvtx3::scoped_range range{"gpuxfer::gather_into_async"};
   return queue_gather_into(*state_, out, skip_device, stream);
+}
+
+std::vector<GatherPiece> InterGpuTransfer::gather_into_async(std::span<std::byte> out,
+                                                             std::span<const cudaStream_t> streams,
+                                                             std::optional<std::size_t> skip_device) {
+  nvtx3::scoped_range range{"gpuxfer::gather_into_async"};
+  return queue_gather_into(*state_, out, skip_device, detail::CallerStreams(streams));
 }
 
 std::vector<GatherPiece> InterGpuTransfer::gather_to_device(std::size_t dst_device, void* out, std::size_t capacity) {

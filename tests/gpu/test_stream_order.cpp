@@ -4,6 +4,8 @@
 // that spins before it writes), large copies, writes queued right behind reads.
 #include "gpu/fixture.hpp"
 
+#include "common/expect_error.hpp"
+
 namespace gpuxfer::test {
 namespace {
 
@@ -153,6 +155,33 @@ TEST_F(GpuStreamOrder, AHandleMakesAStreamWait) {
   const auto out = h.get();
   ASSERT_EQ(out.size(), 1U);
   EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all_async"));
+}
+
+// One stream per device: each device's read forks from its own stream, and every stream joins.
+TEST_F(GpuStreamOrder, PerDeviceStreamsForkAndJoinPerDevice) {
+  std::vector<DeviceMemory*> memory;
+  std::vector<std::unique_ptr<Stream>> owned;
+  std::vector<cudaStream_t> streams;
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    memory.push_back(&allocate(i, kBytes));
+    poison_device(ordinal(i), memory[i]->get(), kBytes);
+    xfer().set_device_buffer(i, memory[i]->get(), kBytes);
+    owned.push_back(std::make_unique<Stream>(ordinal(i)));
+    streams.push_back(owned.back()->get());
+    const DeviceGuard guard(ordinal(i));
+    pattern::fill_device_slow(memory[i]->get(), kBytes, seed(i), kSpinNs, streams.back());
+  }
+  GatherHandle h = xfer().gather_all_async(streams);
+  for (const auto& s : owned) s->synchronize();
+  EXPECT_TRUE(h.ready()) << "every stream joined the gather";
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), device_count());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(host_matches(out[i].span(), seed(i), 0, "per-device gather_all_async, device " + std::to_string(i)));
+  }
+  const std::vector<cudaStream_t> too_few(device_count() + 1, streams.front());
+  EXPECT_TRUE(throws_error([&] { (void)xfer().gather_all_async(too_few); }, Errc::invalid_argument,
+                           "streams for " + std::to_string(device_count()) + " devices (one per device)"));
 }
 
 // Every stream-ordered form, against its blocking form's bytes.

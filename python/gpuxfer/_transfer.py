@@ -48,7 +48,9 @@ class Transfer(_gpuxfer._Transfer):
         owner = None if isinstance(stream, int) else stream
         self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor, owner)
 
-    def gather_to_device(self, dst_device: int, out: Any, *, stream: Any = None) -> list[_gpuxfer.GatherPiece]:
+    def gather_to_device(
+        self, dst_device: int, out: Any, *, stream: Any = None
+    ) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
         ``out`` on ``dst_device``; returns where each device's bytes landed. Without ``stream`` it writes
         ``out`` after the work queued on the legacy default stream and returns when done; with ``stream``

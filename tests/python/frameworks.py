@@ -36,6 +36,7 @@ class Torch:
 
     def __init__(self) -> None:
         self.torch = importlib.import_module("torch")
+        self.held: list[Any] = []  # sources of queued copies: freed now, the allocator would hand them out
 
     def upload(self, ordinal: int, host: np.ndarray) -> Any:
         return self.torch.from_numpy(host.copy()).to(f"cuda:{ordinal}")
@@ -71,7 +72,8 @@ class Torch:
         self.copy_on(stream, dst, src)
 
     def copy_on(self, stream: Any, dst: Any, src: Any) -> None:
-        """dst <- src (device tensors) by stream's next work."""
+        """dst <- src (device tensors) by stream's next work; src is held until this object dies."""
+        self.held.append(src)
         with self.torch.cuda.stream(stream):
             dst.copy_(src, non_blocking=True)
 
@@ -86,7 +88,8 @@ class Torch:
             return self.torch.from_numpy(host).to(f"cuda:{ordinal}", non_blocking=True)
 
     def synchronize(self) -> None:
-        self.torch.cuda.synchronize()
+        for d in range(self.torch.cuda.device_count()):
+            self.torch.cuda.synchronize(d)
 
 
 class Cupy:
@@ -94,6 +97,7 @@ class Cupy:
 
     def __init__(self) -> None:
         self.cupy = importlib.import_module("cupy")
+        self.held: list[Any] = []  # as Torch.held
 
     def upload(self, ordinal: int, host: np.ndarray) -> Any:
         with self.cupy.cuda.Device(ordinal):
@@ -132,6 +136,7 @@ class Cupy:
         self.copy_on(stream, dst, src)
 
     def copy_on(self, stream: Any, dst: Any, src: Any) -> None:
+        self.held.append(src)
         with self.cupy.cuda.Device(dst.device.id), stream:
             self.cupy.copyto(dst, src)
 

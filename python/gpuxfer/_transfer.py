@@ -20,6 +20,16 @@ class Transfer(_gpuxfer._Transfer):
 
     Thread-safe; every blocking call releases the GIL. A registered tensor is kept alive until it is
     replaced or cleared and no operation that may read it is in flight.
+
+    Every operation has a stream-ordered form, asked for with the keyword ``stream=`` (a
+    ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an
+    object with ``__cuda_stream__``; left out, the operation is the blocking or handle form, never on a
+    default stream). It starts after the work already queued on ``stream``, ``stream``'s later work waits
+    for it, and it returns once queued (on pageable host memory, once host threads have staged the bytes).
+    What it uses (host arrays, caller tensors, the registered tensors) is kept alive by the Transfer until
+    ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
+    before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory
+    alive, and unchanged, for as long as the graph may launch.
     """
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
@@ -38,18 +48,26 @@ class Transfer(_gpuxfer._Transfer):
         owner = None if isinstance(stream, int) else stream
         self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor, owner)
 
-    def gather_to_device(self, dst_device: int, out: Any) -> list[_gpuxfer.GatherPiece]:
+    def gather_to_device(
+        self, dst_device: int, out: Any, *, stream: Any = None
+    ) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
-        ``out`` on ``dst_device``; returns where each device's bytes landed."""
+        ``out`` on ``dst_device``; returns where each device's bytes landed. Without ``stream`` it writes
+        ``out`` after the work queued on the legacy default stream and returns when done; with ``stream``
+        after that stream's earlier work, complete when ``stream`` gets past this call (``out`` is kept
+        alive until then)."""
         memory = device_memory(out)
-        return self._gather_to_device(dst_device, memory.ptr, memory.nbytes)
+        return self._gather_to_device(dst_device, memory.ptr, memory.nbytes, stream, out)
 
-    def gather_slices(self, slices: Iterable[Any], out: Any) -> int:
+    def gather_slices(self, slices: Iterable[Any], out: Any, *, stream: Any = None) -> int:
         """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
         the order given; returns the bytes written. A bare tensor's device is the manager's device of its
-        DLPack device id. Orders nothing: the producers of the slices must be done."""
+        DLPack device id. The slices are read after the work queued on each device's legacy default stream
+        (with ``stream``: on that stream, and into pinned ``out`` it returns at once, the bytes there when
+        ``stream`` gets past this call; ``out`` and the slices are kept alive until then)."""
         ordinals = None
         ranges = []
+        tensors = []
         for entry in slices:
             device, tensor = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
             memory = device_memory(tensor)
@@ -63,12 +81,14 @@ class Transfer(_gpuxfer._Transfer):
                     )
                 device = ordinals.index(memory.device_id)
             ranges.append((device, memory.ptr, memory.nbytes))
-        return self._gather_slices(ranges, out)
+            tensors.append(tensor)
+        return self._gather_slices(ranges, out, stream, tensors if stream is not None else None)
 
-    async def gather_async(self, dst_device: int) -> list[Any]:
-        """``await``-able gather_blocking: queues the gather, then polls its handle from the running event
-        loop (no thread per call), backing off from 20 us to 1 ms between polls."""
-        handle = self.gather(dst_device)
+    async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
+        """``await``-able gather_blocking: queues the gather (``gather(dst_device, stream=stream)``), then
+        polls its handle from the running event loop (no thread per call), backing off from 20 us to 1 ms
+        between polls."""
+        handle = self.gather(dst_device, stream=stream)
         delay = _FIRST_POLL_S
         while not handle.ready():
             await asyncio.sleep(delay)

@@ -1,13 +1,17 @@
 // TransferHandle and GatherHandle: event-based completion, no thread per operation. ready() never blocks
-// (gpuxfer.Transfer.gather_async polls it from the event loop); wait() and get() release the GIL.
+// (gpuxfer.Transfer.gather_async polls it from the event loop); wait(), get() and stream_wait() release
+// the GIL.
+#include <optional>
 #include <vector>
 
 #include <nanobind/stl/vector.h>
 
+#include <gpuxfer/error.hpp>
 #include <gpuxfer/transfer_handle.hpp>
 
 #include "bindings.hpp"
 #include "pinned_block.hpp"
+#include "stream_order.hpp"
 #include "transfer.hpp"
 
 namespace gpuxfer::python {
@@ -20,6 +24,18 @@ void wait(PyHandle<Handle>& h) {
     h.handle.wait();
   }
   h.finish();
+}
+
+template <typename Handle>
+void stream_wait(const PyHandle<Handle>& h, nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (!s) {
+    throw Error(
+        Errc::invalid_argument,
+        "stream_wait: stream is required (a stream object or an int handle; 0 is the legacy default stream)");
+  }
+  nb::gil_scoped_release released;
+  h.handle.stream_wait(*s);
 }
 
 nb::list collect(PyHandle<GatherHandle>& h) {
@@ -42,11 +58,15 @@ void bind_handles(nb::module_& m) {
   nb::class_<Copy>(m, "TransferHandle", "Completion of an asynchronous copy")
       .def(
           "ready", [](const Copy& h) { return h.handle.ready(); }, "True when done; never blocks")
-      .def("wait", &wait<TransferHandle>, "Blocks (GIL released) until done");
+      .def("wait", &wait<TransferHandle>, "Blocks (GIL released) until done")
+      .def("stream_wait", &stream_wait<TransferHandle>, nb::arg("stream"),
+           "Makes stream wait, on the GPU, for this operation before its later work; no host wait");
   nb::class_<Gather>(m, "GatherHandle", "Completion of Transfer.gather: one host array per source device")
       .def(
           "ready", [](const Gather& h) { return h.handle.ready(); }, "True when done; never blocks")
       .def("wait", &wait<GatherHandle>, "Blocks (GIL released) until done")
+      .def("stream_wait", &stream_wait<GatherHandle>, nb::arg("stream"),
+           "Makes stream wait, on the GPU, for this operation before its later work; no host wait")
       .def("get", &collect,
            "Waits, then returns one numpy array per source device (ascending, the destination skipped, None "
            "where nothing was registered); call once");

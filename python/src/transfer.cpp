@@ -1,9 +1,12 @@
-// _Transfer: every InterGpuTransfer operation with the GIL released. Device memory arrives as
-// (pointer, bytes) from gpuxfer/_arrays.py, which reads DLPack and __cuda_array_interface__; host memory as
-// any array host_view accepts. gpuxfer.Transfer (python/gpuxfer/_transfer.py) is the public face.
+// _Transfer: every InterGpuTransfer operation with the GIL released, each with its stream-ordered form
+// behind the keyword stream= (None, the default, is the blocking or handle form, never a default stream).
+// Device memory arrives as (pointer, bytes) from gpuxfer/_arrays.py, which reads DLPack and
+// __cuda_array_interface__; host memory as any array host_view accepts. gpuxfer.Transfer
+// (python/gpuxfer/_transfer.py) is the public face.
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -15,6 +18,7 @@
 #include "host_memory.hpp"
 #include "manager.hpp"
 #include "pinned_block.hpp"
+#include "stream_order.hpp"
 #include "transfer.hpp"
 
 namespace gpuxfer::python {
@@ -33,9 +37,29 @@ nb::list arrays(std::vector<HostBuffer>&& buffers) {
 // Runs @p op with the GIL released, counted in flight so that no registered tensor dies meanwhile.
 template <typename Op>
 auto released(Transfer& t, Op&& op) {
+  t.reap();
   InFlight counted(t);
   nb::gil_scoped_release gil;
   return op();
+}
+
+// Runs the stream-ordered @p op as released does, then keeps @p used (what the call reads or writes
+// beyond the registrations) until @p stream gets past it: the call returns before its work is done.
+template <typename Op>
+auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
+  if constexpr (std::is_void_v<decltype(op())>) {
+    released(t, op);
+    t.keep_until(stream, std::move(used));
+  } else {
+    auto result = released(t, op);
+    t.keep_until(stream, std::move(used));
+    return result;
+  }
+}
+
+template <typename Handle>
+nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
+  return nb::cast(new PyHandle<Handle>(std::move(h), t, nb::borrow(self)), nb::rv_policy::take_ownership);
 }
 
 void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
@@ -51,33 +75,106 @@ void clear_device_buffer(Transfer& t, std::size_t device) {
   t.hold(device, {});
 }
 
-nb::object gather(nb::handle self, std::size_t dst) {
+nb::object gather(nb::handle self, std::size_t dst, nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
+  const std::optional<cudaStream_t> s = stream_arg(stream);
   InFlight counted(t);  // until the handle counts itself: nothing registered meanwhile may die
-  GatherHandle h = released(t, [&] { return t.engine.gather(dst); });
-  return nb::cast(new PyHandle<GatherHandle>(std::move(h), t, nb::borrow(self)),
-                  nb::rv_policy::take_ownership);
+  GatherHandle h = s ? ordered(t, *s, nb::none(), [&] { return t.engine.gather_async(dst, *s); })
+                     : released(t, [&] { return t.engine.gather(dst); });
+  return handle_of(self, t, std::move(h));
 }
 
-nb::object copy_device_buffer_async(nb::handle self, std::size_t src, std::size_t dst, CopyPath path) {
+nb::object gather_all(nb::handle self, nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (!s) return arrays(released(t, [&] { return t.engine.gather_all(); }));
   InFlight counted(t);
-  TransferHandle h = released(t, [&] { return t.engine.copy_device_buffer_async(src, dst, path); });
-  return nb::cast(new PyHandle<TransferHandle>(std::move(h), t, nb::borrow(self)),
-                  nb::rv_policy::take_ownership);
+  GatherHandle h = ordered(t, *s, nb::none(), [&] { return t.engine.gather_all_async(*s); });
+  return handle_of(self, t, std::move(h));
 }
 
-std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<std::size_t> skip) {
+void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data, nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  HostView view = host_view(data, false);
+  if (s) {
+    ordered(t, *s, nb::borrow(data), [&] { t.engine.copy_buffer_async(src, dst, view.cspan(), *s); });
+  } else {
+    released(t, [&] { t.engine.copy_buffer(src, dst, view.cspan()); });
+  }
+}
+
+void copy_device_buffer(Transfer& t, std::size_t src, std::size_t dst, CopyPath path, nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (s) {
+    ordered(t, *s, nb::none(), [&] { (void)t.engine.copy_device_buffer_async(src, dst, *s, path); });
+  } else {
+    released(t, [&] { t.engine.copy_device_buffer(src, dst, path); });
+  }
+}
+
+nb::object copy_device_buffer_async(nb::handle self, std::size_t src, std::size_t dst, CopyPath path,
+                                    nb::handle stream) {
+  Transfer& t = nb::cast<Transfer&>(self);
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  InFlight counted(t);
+  TransferHandle h =
+      s ? ordered(t, *s, nb::none(), [&] { return t.engine.copy_device_buffer_async(src, dst, *s, path); })
+        : released(t, [&] { return t.engine.copy_device_buffer_async(src, dst, path); });
+  return handle_of(self, t, std::move(h));
+}
+
+void broadcast(Transfer& t, nb::handle data, HostBroadcastPath path, nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  HostView view = host_view(data, false);
+  if (s) {
+    ordered(t, *s, nb::borrow(data), [&] { t.engine.broadcast_async(view.cspan(), *s, path); });
+  } else {
+    released(t, [&] { t.engine.broadcast(view.cspan(), path); });
+  }
+}
+
+void broadcast_from_device(Transfer& t, std::size_t root, DeviceBroadcastPath path, nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (s) {
+    ordered(t, *s, nb::none(), [&] { t.engine.broadcast_from_device_async(root, *s, path); });
+  } else {
+    released(t, [&] { t.engine.broadcast_from_device(root, path); });
+  }
+}
+
+std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<std::size_t> skip,
+                                     nb::handle stream) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(out, true);
+  if (s)
+    return ordered(t, *s, nb::borrow(out), [&] { return t.engine.gather_into_async(view.span(), *s, skip); });
   return released(t, [&] { return t.engine.gather_into(view.span(), skip); });
 }
 
-std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::handle out) {
+// @p used: the slice tensors, kept with @p out by the stream-ordered form.
+std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::handle out, nb::handle stream,
+                          nb::object used) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
   std::vector<DeviceSlice> ranges;
   ranges.reserve(slices.size());
   for (auto [device, ptr, bytes] : slices) ranges.push_back({device, pointer(ptr), bytes});
   HostView view = host_view(out, true);
+  if (s) {
+    return ordered(t, *s, nb::make_tuple(out, used),
+                   [&] { return t.engine.gather_slices_async(ranges, view.span(), *s); });
+  }
   return released(t, [&] { return t.engine.gather_slices(ranges, view.span()); });
+}
+
+// @p used: the tensor at @p out, kept by the stream-ordered form.
+std::vector<GatherPiece> gather_to_device(Transfer& t, std::size_t dst, std::uintptr_t out,
+                                          std::size_t capacity, nb::handle stream, nb::object used) {
+  const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (s) {
+    return ordered(t, *s, std::move(used),
+                   [&] { return t.engine.gather_to_device_async(dst, pointer(out), capacity, *s); });
+  }
+  return released(t, [&] { return t.engine.gather_to_device(dst, pointer(out), capacity); });
 }
 
 nb::object registered_object(const Transfer& t, std::size_t device) {
@@ -120,51 +217,38 @@ void bind_transfer(nb::module_& m) {
       .def("device_buffer", &registered_object, nb::arg("device"), "The object registered on device, or None")
       .def("registered_range", &registered_range, nb::arg("device"),
            "(pointer, bytes) of device's registration as the C++ registry holds it, or None")
-      .def(
-          "copy_buffer",
-          [](Transfer& t, std::size_t src, std::size_t dst, nb::handle data) {
-            HostView view = host_view(data, false);
-            released(t, [&] { t.engine.copy_buffer(src, dst, view.cspan()); });
-          },
-          nb::arg("src_device"), nb::arg("dst_device"), nb::arg("data"))
-      .def(
-          "copy_device_buffer",
-          [](Transfer& t, std::size_t src, std::size_t dst, CopyPath path) {
-            released(t, [&] { t.engine.copy_device_buffer(src, dst, path); });
-          },
-          nb::arg("src_device"), nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic)
+      .def("copy_buffer", &copy_buffer, nb::arg("src_device"), nb::arg("dst_device"), nb::arg("data"),
+           nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("copy_device_buffer", &copy_device_buffer, nb::arg("src_device"), nb::arg("dst_device"),
+           nb::arg("path") = CopyPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none())
       .def("copy_device_buffer_async", &copy_device_buffer_async, nb::arg("src_device"),
-           nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic)
-      .def(
-          "broadcast",
-          [](Transfer& t, nb::handle data, HostBroadcastPath path) {
-            HostView view = host_view(data, false);
-            released(t, [&] { t.engine.broadcast(view.cspan(), path); });
-          },
-          nb::arg("data"), nb::arg("path") = HostBroadcastPath::automatic)
-      .def(
-          "broadcast_from_device",
-          [](Transfer& t, std::size_t root, DeviceBroadcastPath path) {
-            released(t, [&] { t.engine.broadcast_from_device(root, path); });
-          },
-          nb::arg("root"), nb::arg("path") = DeviceBroadcastPath::automatic)
-      .def("gather", &gather, nb::arg("dst_device"))
+           nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic, nb::kw_only(),
+           nb::arg("stream") = nb::none())
+      .def("broadcast", &broadcast, nb::arg("data"), nb::arg("path") = HostBroadcastPath::automatic,
+           nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("broadcast_from_device", &broadcast_from_device, nb::arg("root"),
+           nb::arg("path") = DeviceBroadcastPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("gather", &gather, nb::arg("dst_device"), nb::kw_only(), nb::arg("stream") = nb::none())
       .def(
           "gather_blocking",
           [](Transfer& t, std::size_t dst) {
             return arrays(released(t, [&] { return t.engine.gather_blocking(dst); }));
           },
           nb::arg("dst_device"))
-      .def("gather_all",
-           [](Transfer& t) { return arrays(released(t, [&] { return t.engine.gather_all(); })); })
-      .def("gather_into", &gather_into, nb::arg("out"), nb::arg("skip_device") = nb::none())
-      .def("_gather_slices", &gather_slices, nb::arg("slices"), nb::arg("out"))
-      .def(
-          "_gather_to_device",
-          [](Transfer& t, std::size_t dst, std::uintptr_t out, std::size_t capacity) {
-            return released(t, [&] { return t.engine.gather_to_device(dst, pointer(out), capacity); });
+      .def("gather_all", &gather_all, nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("gather_into", &gather_into, nb::arg("out"), nb::arg("skip_device") = nb::none(), nb::kw_only(),
+           nb::arg("stream") = nb::none())
+      .def("_gather_slices", &gather_slices, nb::arg("slices"), nb::arg("out"), nb::arg("stream").none(),
+           nb::arg("used").none())
+      .def("_gather_to_device", &gather_to_device, nb::arg("dst_device"), nb::arg("out"), nb::arg("capacity"),
+           nb::arg("stream").none(), nb::arg("used").none())
+      .def_prop_ro(
+          "_kept",
+          [](Transfer& t) {
+            t.reap();
+            return t.kept.size();
           },
-          nb::arg("dst_device"), nb::arg("out"), nb::arg("capacity"));
+          "How many stream-ordered calls still keep what they use (their streams not past them yet)");
 }
 
 }  // namespace gpuxfer::python

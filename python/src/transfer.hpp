@@ -3,16 +3,22 @@
 // Lifetimes: the object registered on each device, and the stream object it was registered with, are
 // held until the registration is replaced or cleared; a pair replaced while an operation is in flight
 // (another thread's gather with the GIL released, an async handle not yet collected) is retired, not
-// dropped, until no operation is in flight. Every member here is touched with the GIL held only.
+// dropped, until no operation is in flight. A stream-ordered call (stream=) returns before its work is
+// done: what it uses (its host arrays and caller tensors, and every registered pair) is kept behind a
+// StreamMark until its stream gets past the call, checked at each later operation and awaited when the
+// Transfer dies. Every member here is touched with the GIL held only.
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 
 #include <gpuxfer/inter_gpu_transfer.hpp>
+
+#include "stream_order.hpp"
 
 namespace gpuxfer::python {
 
@@ -28,12 +34,25 @@ struct Held {
 
 struct Transfer {
   explicit Transfer(std::shared_ptr<MultiGpuManager> manager)
-      : engine(manager), registered(manager->device_count()) {}
+      : engine(manager), registered(manager->device_count()) {
+    for (const DeviceInfo& d : manager->devices()) ordinals.push_back(d.ordinal);
+  }
+  /// Waits (GIL released) for the streams of what stream-ordered calls still keep, so that nothing they
+  /// use is freed under the GPU.
+  ~Transfer() {
+    if (kept.empty()) return;
+    nb::gil_scoped_release gil;
+    for (const Kept& k : kept) k.mark.wait();
+  }
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
 
   InterGpuTransfer engine;
   std::vector<Held> registered;  // per device: what its registration holds, or empty
   std::vector<Held> retired;     // replaced while operations were in flight
   std::size_t in_flight = 0;
+  std::vector<int> ordinals;  // CUDA ordinal of each device, for marks on the legacy default stream
+  std::vector<Kept> kept;     // what stream-ordered calls use, until their streams get past them
 
   void begin() noexcept { ++in_flight; }
   void end() {
@@ -43,6 +62,25 @@ struct Transfer {
     if (registered[device].tensor.is_valid() && in_flight > 0)
       retired.push_back(std::move(registered[device]));
     registered[device] = std::move(held);
+  }
+
+  /// Drops what stream-ordered calls kept and their streams have got past. Never blocks.
+  void reap() noexcept {
+    std::erase_if(kept, [](const Kept& k) { return k.mark.passed(); });
+  }
+  /// After a stream-ordered call on @p stream: keeps @p used (the call's own Python objects) and every
+  /// registered or retired pair until @p stream gets past the call.
+  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
+  void keep_until(cudaStream_t stream, nb::object used) {
+    nb::list objects;
+    objects.append(std::move(used));
+    for (const std::vector<Held>* pairs : {&registered, &retired}) {
+      for (const Held& h : *pairs) {
+        if (h.tensor.is_valid()) objects.append(h.tensor);
+        if (h.stream.is_valid()) objects.append(h.stream);
+      }
+    }
+    kept.push_back({StreamMark(stream, ordinals), std::move(objects)});
   }
 };
 

@@ -20,6 +20,15 @@ def pattern(device: int, nbytes: int, seed: int = 1) -> np.ndarray:
 
 
 POISON = 0xA5
+SPIN_CYCLES = 100_000_000  # about 50 ms of one spinning GPU thread: longer than any copy these tests make
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void gpuxfer_spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+"""
 
 
 class Torch:
@@ -27,6 +36,7 @@ class Torch:
 
     def __init__(self) -> None:
         self.torch = importlib.import_module("torch")
+        self.held: list[Any] = []  # sources of queued copies: freed now, the allocator would hand them out
 
     def upload(self, ordinal: int, host: np.ndarray) -> Any:
         return self.torch.from_numpy(host.copy()).to(f"cuda:{ordinal}")
@@ -54,8 +64,32 @@ class Torch:
         """A context in which stream is torch's current stream."""
         return self.torch.cuda.stream(stream)
 
+    def slow_copy_on(self, stream: Any, dst: Any, src: Any) -> None:
+        """Queues on stream a spin, then dst <- src (device tensors): a reader that does not wait for
+        stream sees dst as it was."""
+        with self.torch.cuda.stream(stream):
+            self.torch.cuda._sleep(SPIN_CYCLES)
+        self.copy_on(stream, dst, src)
+
+    def copy_on(self, stream: Any, dst: Any, src: Any) -> None:
+        """dst <- src (device tensors) by stream's next work; src is held until this object dies."""
+        self.held.append(src)
+        with self.torch.cuda.stream(stream):
+            dst.copy_(src, non_blocking=True)
+
+    def clone_on(self, stream: Any, tensor: Any) -> Any:
+        """A copy of tensor made by stream's next work."""
+        with self.torch.cuda.stream(stream):
+            return tensor.clone()
+
+    def to_device_on(self, stream: Any, ordinal: int, host: np.ndarray) -> Any:
+        """host copied to device ordinal by stream's next work."""
+        with self.torch.cuda.stream(stream):
+            return self.torch.from_numpy(host).to(f"cuda:{ordinal}", non_blocking=True)
+
     def synchronize(self) -> None:
-        self.torch.cuda.synchronize()
+        for d in range(self.torch.cuda.device_count()):
+            self.torch.cuda.synchronize(d)
 
 
 class Cupy:
@@ -63,6 +97,7 @@ class Cupy:
 
     def __init__(self) -> None:
         self.cupy = importlib.import_module("cupy")
+        self.held: list[Any] = []  # as Torch.held
 
     def upload(self, ordinal: int, host: np.ndarray) -> Any:
         with self.cupy.cuda.Device(ordinal):
@@ -92,6 +127,28 @@ class Cupy:
     def current(self, stream: Any) -> Any:
         """A context in which stream is cupy's current stream (of the current device)."""
         return stream
+
+    def slow_copy_on(self, stream: Any, dst: Any, src: Any) -> None:
+        """Queues on stream a spin kernel, then dst <- src (device arrays)."""
+        with self.cupy.cuda.Device(dst.device.id), stream:
+            spin = self.cupy.RawKernel(_SPIN_SOURCE, "gpuxfer_spin")
+            spin((1,), (1,), (np.int64(SPIN_CYCLES),))
+        self.copy_on(stream, dst, src)
+
+    def copy_on(self, stream: Any, dst: Any, src: Any) -> None:
+        self.held.append(src)
+        with self.cupy.cuda.Device(dst.device.id), stream:
+            self.cupy.copyto(dst, src)
+
+    def clone_on(self, stream: Any, tensor: Any) -> Any:
+        with self.cupy.cuda.Device(tensor.device.id), stream:
+            return tensor.copy()
+
+    def to_device_on(self, stream: Any, ordinal: int, host: np.ndarray) -> Any:
+        with self.cupy.cuda.Device(ordinal):
+            out = self.cupy.empty(host.shape, dtype=host.dtype)
+            out.set(host, stream=stream)
+            return out
 
     def synchronize(self) -> None:
         for d in range(self.cupy.cuda.runtime.getDeviceCount()):

@@ -1,0 +1,98 @@
+// stream_arg, and the events of StreamMark.
+#include "stream_order.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::python {
+namespace {
+
+void check(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess)
+    throw Error(Errc::cuda_error, std::string("stream= keep-alive: ") + what + ": " + cudaGetErrorName(rc) +
+                                      " (" + cudaGetErrorString(rc) + ")");
+}
+
+// Switches the current device for its scope only when it must, restoring the caller's.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int ordinal) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
+    switched_ = previous_ != ordinal;
+  }
+  ~CurrentDevice() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+std::optional<cudaStream_t> stream_arg(nb::handle stream) {
+  if (stream.is_none()) return std::nullopt;
+  nb::object handle = nb::module_::import_("gpuxfer._streams").attr("stream_handle")(stream);
+  return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
+}
+
+StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
+  const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
+  std::vector<int> ordinals;
+  if (legacy) {
+    ordinals.assign(legacy_ordinals.begin(), legacy_ordinals.end());
+  } else {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+    if (status != cudaStreamCaptureStatusNone) return;
+    int ordinal = 0;
+    check(cudaStreamGetDevice(stream, &ordinal), "cudaStreamGetDevice");
+    ordinals.push_back(ordinal);
+  }
+  try {
+    for (int ordinal : ordinals) {
+      CurrentDevice on(ordinal);
+      cudaEvent_t event = nullptr;
+      check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+      events_.push_back(event);
+      check(cudaEventRecord(event, legacy ? cudaStreamLegacy : stream), "cudaEventRecord");
+    }
+  } catch (...) {
+    destroy();
+    throw;
+  }
+}
+
+StreamMark::~StreamMark() { destroy(); }
+
+StreamMark& StreamMark::operator=(StreamMark&& other) noexcept {
+  if (this != &other) {
+    destroy();
+    events_ = std::exchange(other.events_, {});
+  }
+  return *this;
+}
+
+bool StreamMark::passed() const noexcept {
+  for (cudaEvent_t e : events_) {
+    if (cudaEventQuery(e) != cudaSuccess) return false;
+  }
+  return true;
+}
+
+void StreamMark::wait() const noexcept {
+  for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
+}
+
+void StreamMark::destroy() noexcept {
+  for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);  // safe while pending
+  events_.clear();
+}
+
+}  // namespace gpuxfer::python

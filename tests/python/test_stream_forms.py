@@ -1,0 +1,357 @@
+"""The stream-ordered forms (stream=) with torch and with cupy streams, byte for byte, outputs poisoned first.
+
+Each test queues a slow producer on the caller's stream (a ~50 ms spin, then the write the operation depends
+on), calls the operation with stream=, and checks both ways of the order: the operation waited for the
+producer (it saw the producer's bytes, or its own write landed after the producer's), and the stream's next
+work (queued right after the call, no host wait) sees the operation's result. Also handle.stream_wait, the
+keep-alive of what a stream-ordered call uses, and the stream= argument checks (these need no GPU).
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import gpuxfer
+import numpy as np
+import pytest
+from conftest import DEVICE_COUNT
+from frameworks import POISON, pattern
+
+NBYTES = (1 << 20) + 5
+
+
+def sizes(manager):
+    return [NBYTES + 13 * i for i in range(manager.device_count)]
+
+
+def registered_late(transfer, lib, stream, seed):
+    """Poisoned tensors registered on every device; device 0's pattern is written by a slow producer on
+    stream (of device 0), the others' at once. Returns (tensors, expected bytes per device)."""
+    manager = transfer.manager
+    tensors, expected = [], []
+    for i, (info, n) in enumerate(zip(manager.devices, sizes(manager))):
+        data = pattern(i, n, seed)
+        tensor = lib.upload(info.ordinal, data) if i else lib.poisoned(info.ordinal, n)
+        tensors.append(tensor)
+        expected.append(data)
+    source = lib.upload(manager.devices[0].ordinal, expected[0])
+    lib.synchronize()
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t, stream=0)
+    lib.slow_copy_on(stream, tensors[0], source)
+    return tensors, expected
+
+
+def same(got, expected, what):
+    np.testing.assert_array_equal(np.asarray(got)[: expected.size], expected, err_msg=what)
+
+
+def device0_stream(manager, lib):
+    return lib.stream(manager.devices[0].ordinal)
+
+
+def test_gather_all_with_stream_returns_a_handle(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    _, expected = registered_late(transfer, lib, s, seed=11)
+    handle = transfer.gather_all(stream=s)
+    assert isinstance(handle, gpuxfer.GatherHandle)
+    arrays = handle.get()
+    assert len(arrays) == manager.device_count
+    for i, (a, e) in enumerate(zip(arrays, expected)):
+        assert a.size == e.size
+        same(a, e, f"device {i}")
+    assert isinstance(transfer.gather_all(), list), "without stream= gather_all stays blocking"
+
+
+def test_gather_with_stream_skips_the_destination(manager2, lib):
+    transfer = gpuxfer.Transfer(manager2)
+    s = device0_stream(manager2, lib)
+    _, expected = registered_late(transfer, lib, s, seed=12)
+    dst = manager2.device_count - 1
+    arrays = transfer.gather(dst, stream=s).get()
+    sources = [d for d in range(manager2.device_count) if d != dst]
+    assert len(arrays) == len(sources)
+    for d, a in zip(sources, arrays):
+        same(a, expected[d], f"device {d}")
+
+
+def test_gather_handle_stream_wait_orders_another_stream(manager, lib):
+    """other waits for the gather before overwriting its source: the gather still reads the pattern."""
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    s, other = lib.stream(ordinal), lib.stream(ordinal)
+    tensors, expected = registered_late(transfer, lib, s, seed=13)
+    wrong = lib.upload(ordinal, pattern(7, expected[0].size, 13))
+    lib.synchronize()
+    lib.slow_copy_on(s, tensors[0], lib.upload(ordinal, expected[0]))  # again, now that wrong is ready
+    handle = transfer.gather_all(stream=s)
+    handle.stream_wait(other)
+    lib.copy_on(other, tensors[0], wrong)  # would land long before the gather reads, without the wait
+    assert not handle.ready(), "the gather finished before its producer (a ~50 ms spin) could have"
+    same(handle.get()[0], expected[0], "device 0, overwritten by a stream that waited")
+    lib.synchronize()
+    same(lib.download(tensors[0]), pattern(7, expected[0].size, 13), "the overwrite")
+
+
+def test_gather_into_pinned_with_stream(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    _, expected = registered_late(transfer, lib, s, seed=14)
+    whole = np.concatenate(expected)
+    out = np.full(whole.size + 64, POISON, np.uint8)
+    with gpuxfer.register_host(out):
+        pieces = transfer.gather_into(out, stream=s)
+        assert [p.device for p in pieces] == list(range(manager.device_count))
+        after = lib.to_device_on(s, manager.devices[0].ordinal, out)  # s's next work reads out
+        lib.synchronize()
+        same(out, whole, "gather_into, seen from the host")
+        assert (out[whole.size :] == POISON).all(), "gather_into wrote past the pieces"
+        same(lib.download(after), whole, "gather_into, seen by the stream's next work")
+
+
+def test_gather_into_pageable_with_stream_returns_with_the_bytes(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    _, expected = registered_late(transfer, lib, s, seed=15)
+    whole = np.concatenate(expected)
+    out = np.full(whole.size, POISON, np.uint8)
+    transfer.gather_into(out, stream=s)  # pageable: returns once the bytes are there
+    same(out, whole, "gather_into pageable")
+
+
+def test_gather_to_device_with_stream(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    _, expected = registered_late(transfer, lib, s, seed=16)
+    whole = np.concatenate(expected)
+    out = lib.poisoned(manager.devices[0].ordinal, whole.size + 32)
+    pieces = transfer.gather_to_device(0, out, stream=s)
+    assert [(p.offset, p.size) for p in pieces] == [
+        (sum(e.size for e in expected[:i]), e.size) for i, e in enumerate(expected)
+    ]
+    after = lib.clone_on(s, out)
+    lib.synchronize()
+    got = lib.download(after)
+    same(got, whole, "gather_to_device, seen by the stream's next work")
+    assert (got[whole.size :] == POISON).all()
+
+
+def test_gather_slices_with_stream(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    s = lib.stream(ordinal)
+    data = pattern(0, 1 << 16, 17)
+    source = lib.upload(ordinal, data)
+    late = lib.poisoned(ordinal, 1 << 16)
+    lib.synchronize()
+    lib.slow_copy_on(s, late, source)
+    starts = [(k * 1031) % ((1 << 16) - 4096) for k in range(32)]
+    slices = [(0, late[a : a + 4096 - k]) for k, a in enumerate(starts)]
+    expected = np.concatenate([data[a : a + 4096 - k] for k, a in enumerate(starts)])
+    out = np.full(expected.size + 8, POISON, np.uint8)
+    with gpuxfer.register_host(out):
+        assert transfer.gather_slices(slices, out, stream=s) == expected.size
+        after = lib.to_device_on(s, ordinal, out)
+        lib.synchronize()
+        same(out, expected, "gather_slices")
+        assert (out[expected.size :] == POISON).all()
+        same(lib.download(after), expected, "gather_slices, seen by the stream's next work")
+
+
+def overwritten_late(transfer, lib, stream, wrong):
+    """Poisoned tensors registered on every device; a slow producer on stream then writes wrong into
+    device 0's (an operation that writes device 0 must land after it)."""
+    manager = transfer.manager
+    tensors = [lib.poisoned(info.ordinal, n) for info, n in zip(manager.devices, sizes(manager))]
+    source = lib.upload(manager.devices[0].ordinal, wrong)
+    lib.synchronize()
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t, stream=0)
+    lib.slow_copy_on(stream, tensors[0][: wrong.size], source)
+    return tensors
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+@pytest.mark.parametrize("op", ["copy_buffer", "broadcast"])
+def test_host_bytes_to_devices_with_stream(manager, lib, op, pinned):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    data = pattern(9, NBYTES - 1001, 20)
+    tensors = overwritten_late(transfer, lib, s, pattern(6, NBYTES - 1001, 21))
+    host = data.copy()
+    registration = gpuxfer.register_host(host) if pinned else None
+    if op == "copy_buffer":
+        transfer.copy_buffer(0, 0, host, stream=s)
+    else:
+        transfer.broadcast(host, stream=s)
+    after = lib.clone_on(s, tensors[0])
+    lib.synchronize()
+    same(lib.download(after), data, f"{op} pinned={pinned}, seen by the stream's next work")
+    written = len(tensors) if op == "broadcast" else 1
+    for i, t in enumerate(tensors):
+        got = lib.download(t)
+        if i < written:
+            same(got, data, f"{op} pinned={pinned}, device {i}")
+            assert (got[data.size :] == POISON).all(), f"{op}: bytes past the data were written"
+        else:
+            assert (got == POISON).all(), f"{op} touched device {i}"
+    del registration
+
+
+def test_a_stream_ordered_call_keeps_its_host_memory(manager):
+    """A pinned CPU tensor dropped right after broadcast(stream=) is not freed (and so not reused by
+    torch's pinned cache) before the stream gets past the broadcast."""
+    torch = pytest.importorskip("torch")
+    from frameworks import Torch
+
+    lib = Torch()
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    data = pattern(3, NBYTES - 7, 22)
+    tensors = overwritten_late(transfer, lib, s, pattern(4, NBYTES - 7, 23))
+    host = torch.from_numpy(data.copy()).pin_memory()
+    alive = weakref.ref(host)
+    transfer.broadcast(host, stream=s)
+    del host
+    gc.collect()
+    assert alive() is not None, "the pinned source died while the stream had not got to the broadcast"
+    assert transfer._kept >= 1
+    scribble = torch.full((NBYTES - 7,), POISON, dtype=torch.uint8).pin_memory()  # would reuse a freed block
+    s.synchronize()
+    assert transfer._kept == 0, "what the broadcast used is still kept after its stream got past it"
+    gc.collect()
+    assert alive() is None
+    for i, t in enumerate(tensors):
+        same(lib.download(t), data, f"device {i}")
+    del scribble
+
+
+def test_gathered_handles_keep_the_transfer_busy_until_the_stream_passes(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    tensors, expected = registered_late(transfer, lib, s, seed=24)
+    alive = weakref.ref(tensors[0])
+    handle = transfer.gather_all(stream=s)
+    del handle  # dropped unread
+    transfer.clear_device_buffer(0)
+    del tensors
+    gc.collect()
+    assert alive() is not None, "a registered tensor died under a stream-ordered gather"
+    lib.synchronize()
+    assert transfer._kept == 0
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.parametrize("path", list(gpuxfer.CopyPath.__members__.values()))
+def test_copy_device_buffer_with_stream(manager2, lib, path):
+    if path == gpuxfer.CopyPath.peer and not manager2.peer_enabled(0, 1):
+        pytest.skip("no peer access 0 -> 1")
+    for form in ("copy_device_buffer", "copy_device_buffer_async"):
+        transfer = gpuxfer.Transfer(manager2)
+        s = device0_stream(manager2, lib)
+        tensors, expected = registered_late(transfer, lib, s, seed=25)
+        target = lib.poisoned(manager2.devices[1].ordinal, NBYTES + 13 * 2)
+        transfer.set_device_buffer(1, target, stream=0)
+        handle = getattr(transfer, form)(0, 1, path, stream=s)
+        if form == "copy_device_buffer":
+            assert handle is None
+        else:
+            assert isinstance(handle, gpuxfer.TransferHandle)
+            other = lib.stream(manager2.devices[1].ordinal)
+            handle.stream_wait(other)
+            seen = lib.clone_on(other, target)
+        lib.synchronize()
+        got = lib.download(target)
+        same(got, expected[0], f"{form} {path}")
+        assert (got[expected[0].size :] == POISON).all()
+        if form == "copy_device_buffer_async":
+            same(lib.download(seen), expected[0], f"{form} {path}, after stream_wait")
+            handle.wait()
+
+
+@pytest.mark.parametrize("path", list(gpuxfer.DeviceBroadcastPath.__members__.values()))
+def test_broadcast_from_device_with_stream(manager2, lib, path):
+    if path == gpuxfer.DeviceBroadcastPath.nccl and not manager2.nccl_available:
+        pytest.skip("NCCL is not available")
+    transfer = gpuxfer.Transfer(manager2)
+    s = device0_stream(manager2, lib)
+    ordinal0 = manager2.devices[0].ordinal
+    data = pattern(0, NBYTES, 26)
+    root = lib.poisoned(ordinal0, NBYTES)
+    targets = [lib.poisoned(info.ordinal, NBYTES + 64) for info in manager2.devices[1:]]
+    source = lib.upload(ordinal0, data)
+    lib.synchronize()
+    transfer.set_device_buffer(0, root, stream=0)
+    for i, t in enumerate(targets, start=1):
+        transfer.set_device_buffer(i, t, stream=0)
+    lib.slow_copy_on(s, root, source)
+    transfer.broadcast_from_device(0, path, stream=s)
+    lib.synchronize()
+    for i, t in enumerate(targets, start=1):
+        got = lib.download(t)
+        same(got, data, f"root 0 -> {i}, {path}")
+        assert (got[NBYTES:] == POISON).all()
+
+
+def test_int_and_protocol_streams_work_too(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    handle = gpuxfer.stream_handle(s)
+
+    class Protocol:
+        def __cuda_stream__(self):
+            return (0, handle)
+
+    for given in (handle, Protocol()):
+        _, expected = registered_late(transfer, lib, s, seed=27)
+        for i, a in enumerate(transfer.gather_all(stream=given).get()):
+            same(a, expected[i], f"device {i}, stream={type(given).__name__}")
+
+
+# Argument checks: none of these needs a GPU (the stream is read before anything else).
+
+BAD_STREAM = "not a stream"
+
+
+@pytest.fixture
+def any_transfer():
+    return gpuxfer.Transfer(gpuxfer.Manager(min_devices=0))
+
+
+def stream_forms(t, stream):
+    out = np.zeros(16, np.uint8)
+    return [
+        lambda: t.gather(0, stream=stream),
+        lambda: t.gather_all(stream=stream),
+        lambda: t.gather_into(out, stream=stream),
+        lambda: t.gather_slices([], out, stream=stream),
+        lambda: t.copy_buffer(0, 0, b"abc", stream=stream),
+        lambda: t.copy_device_buffer(0, 1, stream=stream),
+        lambda: t.copy_device_buffer_async(0, 1, stream=stream),
+        lambda: t.broadcast(b"abc", stream=stream),
+        lambda: t.broadcast_from_device(0, stream=stream),
+    ]
+
+
+def test_every_stream_form_checks_its_stream_first(any_transfer):
+    for call in stream_forms(any_transfer, BAD_STREAM):
+        with pytest.raises(gpuxfer.InvalidArgumentError, match="stream"):
+            call()
+
+
+def test_stream_is_keyword_only(any_transfer):
+    with pytest.raises(TypeError):
+        any_transfer.gather(0, 0)
+    with pytest.raises(TypeError):
+        any_transfer.copy_buffer(0, 0, b"abc", 0)
+
+
+@pytest.mark.skipif(DEVICE_COUNT > 0, reason="a CUDA device is present: this is the no-GPU path")
+def test_without_a_device_the_stream_forms_check_their_indices(any_transfer):
+    calls = stream_forms(any_transfer, 0)
+    for call in (calls[0], calls[4], calls[5], calls[6], calls[8]):
+        with pytest.raises(gpuxfer.InvalidBufferError):
+            call()

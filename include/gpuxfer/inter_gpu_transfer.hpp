@@ -47,6 +47,9 @@ struct TransferState;
 ///    other operation of that manager meanwhile: gpuxfer's per-device streams join the capture.
 ///  - Blocking forms are the same work plus a host wait. gather_to_device and gather_slices, whose
 ///    outputs or inputs are caller memory, order it with the legacy default stream, as cudaMemcpy does.
+///  - A call that throws after it queued part of its work (a later device's staging out of pinned memory,
+///    a failed copy) first waits for that part: once it has thrown, nothing of it touches the caller's
+///    memory or the buffers. That wait includes what the caller's stream held before the call.
 class InterGpuTransfer {
  public:
   /// @throws Error(Errc::invalid_argument) when @p manager is null

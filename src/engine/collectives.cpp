@@ -8,6 +8,7 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
+#include "runtime/drain.hpp"
 
 namespace gpuxfer::detail {
 
@@ -42,6 +43,10 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
     }
     GPUXFER_NCCL_TRY_CTX(ncclGroupEnd(), "broadcast_from_device of " + std::to_string(bytes) + " bytes");
   }
+  // The group is launched on every device: should an event fail now, it finishes before the buffers go
+  // back to the caller (a group that failed to launch is not drained: its kernels would wait for each other).
+  DrainOnError drain;
+  for (const DeviceRange& r : ranges) drain.add(m.streams_of(r.device).nccl.get());
   for (const DeviceRange& r : ranges) {
     DeviceStreams& s = m.streams_of(r.device);
     DeviceGuard guard(s.ordinal);

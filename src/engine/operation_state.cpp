@@ -36,9 +36,18 @@ bool OperationState::query() {
 
 void OperationState::wait() {
   if (finished) return;
+  // Every event first, the first failure after: the other devices' copies into staging or caller memory
+  // must be done before the exception hands that memory back.
+  cudaError_t first = cudaSuccess;
+  const std::string* failed = nullptr;
   for (const auto& [event, device] : events) {
-    GPUXFER_CUDA_TRY_CTX(event->synchronize(), what + " on " + device);
+    const cudaError_t status = event->synchronize();
+    if (status != cudaSuccess && failed == nullptr) {
+      first = status;
+      failed = &device;
+    }
   }
+  if (failed != nullptr) throw_cuda(first, "event->synchronize()", __FILE__, __LINE__, what + " on " + *failed);
   finished = true;
   for (auto& [buffer, event] : staging) buffer.reset();
   staging.clear();

@@ -29,8 +29,8 @@ struct OperationState {
 
   /// True when every tracked event has completed. @throws Error on a failed copy
   [[nodiscard]] bool query();
-  /// Blocks until every tracked event has completed, then gives staging memory back.
-  /// @throws Error(Errc::device_fault / cuda_error) naming the device
+  /// Blocks until every tracked event has completed (failed ones too), then gives staging memory back.
+  /// @throws Error(Errc::device_fault / cuda_error) naming the device of the first failed event
   void wait();
 
   std::string what;

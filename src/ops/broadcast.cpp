@@ -15,6 +15,7 @@
 #include "engine/transfer_state.hpp"
 #include "engine/uploads.hpp"
 #include "memory/host_memory.hpp"
+#include "runtime/drain.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -41,6 +42,12 @@ void queue_broadcast(detail::TransferState& t, std::span<const std::byte> data, 
   if (!pinned) order.refuse_capture("the data is pageable memory, which host threads stage; use pinned memory");
   for (auto& r : targets) order.add(r, detail::Access::write);
   order.begin();
+  // Should ordering fail after the uploads are queued, they finish before the caller gets @p data back.
+  detail::DrainOnError drain;
+  for (const auto& r : targets) {
+    drain.add(m.streams_of(r.device).h2d.get());
+    drain.add(m.streams_of(r.device).d2d.get());
+  }
   const std::vector<detail::SharedEvent> ends = detail::upload_to_all(
       m, data, targets, scatter ? detail::UploadMode::scatter_allgather : detail::UploadMode::per_device, pinned);
   order.done_all(ends);
@@ -88,6 +95,15 @@ void queue_broadcast_from_device(detail::TransferState& t, std::size_t root, Dev
   }
   order.begin();
   detail::OperationState op("broadcast_from_device");
+  // Should a later device fail (its staging ring out of pinned memory), the copies already queued into
+  // the other devices' buffers finish before the caller gets them back. NCCL drains its own streams.
+  detail::DrainOnError drain;
+  for (std::size_t i = 0; !use_nccl && i < ranges.size(); ++i) {
+    if (i == root) continue;
+    drain.add(m.streams_of(i).d2d.get());
+    drain.add(m.streams_of(i).h2d.get());
+    drain.add(m.streams_of(root).d2h.get());
+  }
   if (use_nccl) {
     detail::enqueue_nccl_broadcast(m, ranges, root, op);
   } else {

@@ -15,6 +15,7 @@
 #include "engine/transfer_state.hpp"
 #include "memory/host_memory.hpp"
 #include "node/pointer_checks.hpp"
+#include "runtime/drain.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -95,6 +96,9 @@ std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<s
   for (auto& r : present) order.add(r, detail::Access::read);
   order.begin();
   detail::OperationState op("gather_into");
+  // Should a later source fail, the copies already queued into @p out finish before the caller gets it back.
+  detail::DrainOnError drain;
+  for (const auto& r : present) drain.add(t.m.streams_of(r.device).d2h.get());
   for (std::size_t i = 0; pinned && i < present.size(); ++i) {
     detail::SharedEvent written = detail::enqueue_download(t.m, present[i], outs[i]);
     order.done(present[i], {written});
@@ -134,6 +138,15 @@ std::vector<GatherPiece> queue_gather_to_device(detail::TransferState& t, std::s
     order.add(targets[i], detail::Access::write);
   }
   order.begin();
+  // Should a later source fail (its staging ring out of pinned memory), the copies already queued into
+  // @p out finish before the caller gets it back: every stream a source's copy may queue on.
+  detail::DrainOnError drain;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (!ranges[i] || ranges[i]->size == 0) continue;
+    drain.add(t.m.streams_of(i).d2d.get());
+    drain.add(t.m.streams_of(i).d2h.get());
+    drain.add(t.m.streams_of(dst_device).h2d.get());
+  }
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) continue;
     // Each source pushes on its own stream, so every link into dst is busy at once.

@@ -92,6 +92,9 @@ std::size_t queue_gather_slices(detail::TransferState& t, std::span<const Device
   order.begin();
   detail::OperationState op("gather_slices");
   std::vector<HostBuffer> staged(plans.size());
+  // Each device's table of slices, read by its H2D: held here until handed to @p op, so that the drain
+  // below runs before a table the GPU may still read goes back to the pool.
+  std::vector<HostBuffer> tables(plans.size());
   {
     detail::DrainOnError drain;
     for (std::size_t d = 0; d < plans.size(); ++d) {
@@ -104,7 +107,7 @@ std::size_t queue_gather_slices(detail::TransferState& t, std::span<const Device
       detail::stream_wait(stream, marks[d].ready);
       const std::string what = "gather_slices of " + std::to_string(p.items.size()) + " slices on " + detail::device_name(m, d);
       const std::size_t items_bytes = (p.items.size() * sizeof(detail::PackItem) + 255) / 256 * 256;
-      HostBuffer items = m.pool.acquire(items_bytes, m.staging_node(d));
+      HostBuffer& items = tables[d] = m.pool.acquire(items_bytes, m.staging_node(d));
       std::memcpy(items.data(), p.items.data(), p.items.size() * sizeof(detail::PackItem));
       if (!pinned_out) staged[d] = m.pool.acquire(p.packed, m.staging_node(d));
       void* scratch = nullptr;

@@ -4,7 +4,12 @@ namespace gpuxfer::detail {
 
 DrainOnError::~DrainOnError() {
   if (std::uncaught_exceptions() <= exceptions_) return;
-  for (cudaStream_t stream : streams_) (void)cudaStreamSynchronize(stream);
+  for (cudaStream_t stream : streams_) {
+    // A capturing stream runs nothing (its work is nodes of a graph) and must not be synchronised.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) continue;
+    (void)cudaStreamSynchronize(stream);
+  }
   (void)cudaGetLastError();
 }
 

@@ -10,8 +10,8 @@ namespace gpuxfer::detail {
 
 /// Drains, when the scope is left by an exception, every stream added to it: copies already queued
 /// into staging or caller memory finish before that memory goes back to the pool or to the caller.
-/// Declare it after the staging it protects, so that it runs first. Errors of the drain are dropped:
-/// the exception in flight says what went wrong.
+/// Declare it after the staging it protects, so that it runs first. A stream that captures a graph is
+/// skipped: nothing of it runs. Errors of the drain are dropped: the exception in flight says what went wrong.
 class DrainOnError {
  public:
   DrainOnError() noexcept : exceptions_(std::uncaught_exceptions()) {}

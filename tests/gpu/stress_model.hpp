@@ -132,4 +132,11 @@ Tally run_worker(std::shared_ptr<MultiGpuManager> manager, const Config& config,
                  std::vector<int> ordinals, std::atomic<std::size_t>& progress, std::atomic<const char*>& doing,
                  std::function<void(const std::string&)> record);
 
+/// One thread of the stream-ordered phase (stress_streams.cpp): its own engine, a buffer and a producer
+/// stream on every device, a caller stream; config.ops / 10 rounds of a stream-ordered operation between
+/// two generations written by the producers, each checked. Reports as run_worker does.
+Tally run_stream_worker(std::shared_ptr<MultiGpuManager> manager, const Config& config, std::size_t index,
+                        const std::vector<int>& ordinals, std::atomic<std::size_t>& progress,
+                        std::atomic<const char*>& doing, std::function<void(const std::string&)> record);
+
 }  // namespace gpuxfer::test::stress

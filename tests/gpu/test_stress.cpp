@@ -4,7 +4,9 @@
 // of its registered buffers holds (runs of pattern bytes), so that after a copy, a broadcast or a new
 // registration it knows exactly what every byte on every device and in every output must be. A second
 // phase shares one engine between all threads: some re-register among prepared buffers while the others
-// gather, and every gathered entry must be one of those buffers whole.
+// gather, and every gathered entry must be one of those buffers whole. A third phase runs stream-ordered
+// operations (stress_streams.cpp) between writes of their sources from the registering streams, queued
+// right before and right behind each one with no host wait, and checks what the ordering promises.
 //
 // Passes when no byte is wrong, nothing throws, the pinned pool has nothing in use at the end, and the
 // whole finishes before the watchdog's limit (150 s; a deadlock fails with each thread's last operation).
@@ -179,8 +181,20 @@ TEST_F(GpuStress, EveryOperationFromManyThreadsDeliversEveryByte) {
     const std::lock_guard lock(mutex_);
     tally_.merge(local);
   });
+  const auto phase2 = std::chrono::steady_clock::now();
+
+  // Phase 3: stream-ordered operations between the producers' writes, one engine per thread.
+  for (auto& p : progress_) p = 0;
+  const auto stream_errors = run_threads(cfg.threads, [&](std::size_t t) {
+    const Tally done = stress::run_stream_worker(manager_, cfg, t, ordinals, progress_[t], doing_[t],
+                                                 [this](const std::string& failure) { record(failure); });
+    const std::lock_guard lock(mutex_);
+    tally_.merge(done);
+  });
   const auto end = std::chrono::steady_clock::now();
 
+  EXPECT_TRUE(stream_errors.empty()) << stream_errors.size()
+                                     << " threads threw in phase 3; first: " << stream_errors.front();
   EXPECT_TRUE(errors.empty()) << errors.size() << " threads threw in phase 1; first: " << errors.front();
   EXPECT_TRUE(shared_errors.empty()) << shared_errors.size()
                                      << " threads threw in phase 2; first: " << shared_errors.front();
@@ -212,8 +226,8 @@ TEST_F(GpuStress, EveryOperationFromManyThreadsDeliversEveryByte) {
   const double seconds = std::chrono::duration<double>(end - start).count();
   std::cout << "[ stress   ] total: " << ops << " operations, " << bytes << " bytes moved (" << std::fixed
             << std::setprecision(1) << static_cast<double>(bytes) / 1e9 << " GB) in " << seconds
-            << " s (phase 1 " << std::chrono::duration<double>(phase1 - start).count()
-            << " s); wrong bytes: " << (failures_.empty() ? "0" : "SOME")
+            << " s (phase 1 " << std::chrono::duration<double>(phase1 - start).count() << " s, stream-ordered phase "
+            << std::chrono::duration<double>(end - phase2).count() << " s); wrong bytes: " << (failures_.empty() ? "0" : "SOME")
             << "; pinned pool at the end: in use " << pool.in_use << ", cached " << pool.cached
             << ", pending " << pool.pending << ", peak in use " << pool.peak_in_use << ", allocations "
             << pool.allocations << std::endl;

@@ -210,14 +210,16 @@ def test_a_stream_ordered_call_keeps_its_host_memory(manager):
     transfer = gpuxfer.Transfer(manager)
     s = device0_stream(manager, lib)
     data = pattern(3, NBYTES - 7, 22)
-    tensors = overwritten_late(transfer, lib, s, pattern(4, NBYTES - 7, 23))
+    # Pinned first: torch's first cudaHostAlloc may synchronise the device, which would end the slow
+    # producer before the broadcast is queued (seen on the H200 runner).
     host = torch.from_numpy(data.copy()).pin_memory()
     alive = weakref.ref(host)
+    tensors = overwritten_late(transfer, lib, s, pattern(4, NBYTES - 7, 23))
     transfer.broadcast(host, stream=s)
+    assert transfer._kept >= 1, "nothing kept while the stream had not got to the broadcast"
     del host
-    gc.collect()
+    gc.collect()  # _kept is not read again before the check: nothing can have been let go
     assert alive() is not None, "the pinned source died while the stream had not got to the broadcast"
-    assert transfer._kept >= 1
     scribble = torch.full((NBYTES - 7,), POISON, dtype=torch.uint8).pin_memory()  # would reuse a freed block
     s.synchronize()
     assert transfer._kept == 0, "what the broadcast used is still kept after its stream got past it"

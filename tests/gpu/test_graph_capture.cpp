@@ -123,5 +123,51 @@ TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
   stream.synchronize();
 }
 
+class MultiGpuCapture : public CaptureTest {
+ protected:
+  [[nodiscard]] std::size_t devices_needed() const override { return 2; }
+};
+
+// A peer copy and broadcast_from_device over NCCL captured once, replayed 100 times; before each replay a
+// producer kernel writes seed r into device 0's buffer (on the graph's stream) and seed 1000 + r into
+// device 1's; the graph copies 0 -> 1, then broadcasts device 1's buffer to every device.
+TEST_F(MultiGpuCapture, APeerCopyAndAnNcclBroadcastReplayWithNewDataEveryTime) {
+  if (!manager().peer_enabled(0, 1)) GTEST_SKIP() << "needs peer access between devices 0 and 1";
+  if (manager().nccl_version() == 0) GTEST_SKIP() << "needs NCCL";
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < n; ++i) {
+    memory.push_back(&allocate(i, kBytes));
+    xfer().set_device_buffer(i, memory[i]->get(), kBytes);
+  }
+  const DeviceGuard current(ordinal(0));
+  const Stream stream(ordinal(0));
+  Graph graph;
+  graph.begin(stream.get());
+  try {
+    (void)xfer().copy_device_buffer_async(0, 1, stream.get(), CopyPath::peer);
+    xfer().broadcast_from_device_async(1, stream.get(), DeviceBroadcastPath::nccl);
+  } catch (...) {
+    end_quietly(stream.get());
+    throw;
+  }
+  graph.end(stream.get());
+  for (int r = 0; r < kReplays; ++r) {
+    const std::uint64_t produced = seed(static_cast<std::size_t>(r));
+    for (std::size_t i = 1; i < n; ++i) {
+      const DeviceGuard guard(ordinal(i));
+      pattern::fill_device(memory[i]->get(), kBytes, other_seed(static_cast<std::uint64_t>(r)), 0, cudaStreamLegacy);
+      cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
+    }
+    pattern::fill_device(memory[0]->get(), kBytes, produced, 0, stream.get());
+    graph.launch(stream.get());
+    stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(device_matches(ordinal(i), memory[i]->get(), kBytes, produced, 0,
+                                 "replay " + std::to_string(r) + ", device " + std::to_string(i)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpuxfer::test

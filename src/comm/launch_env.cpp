@@ -37,29 +37,6 @@ std::string require(const EnvLookup& lookup, const std::string& variable, const 
   return *value;
 }
 
-int parse_count(const EnvLookup& lookup, const std::string& variable, const std::string& because, int least) {
-  const std::string value = require(lookup, variable, because);
-  int number = 0;
-  const auto* end = value.data() + value.size();
-  const auto [ptr, ec] = std::from_chars(value.data(), end, number);
-  if (value.empty() || ec != std::errc{} || ptr != end || number < least) {
-    bad(variable, value, "expected an integer of at least " + std::to_string(least));
-  }
-  return number;
-}
-
-std::chrono::milliseconds parse_timeout(const EnvLookup& lookup) {
-  const auto value = lookup("GPUXFER_TIMEOUT");
-  if (!value) return default_comm_timeout;
-  double seconds = 0;
-  const auto* end = value->data() + value->size();
-  const auto [ptr, ec] = std::from_chars(value->data(), end, seconds);
-  if (value->empty() || ec != std::errc{} || ptr != end || !(seconds >= 0.001) || seconds > 1e6) {
-    bad("GPUXFER_TIMEOUT", *value, "expected seconds, from 0.001 to 1000000 (for example 300 or 2.5)");
-  }
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
-
 // GPUXFER_INIT, else MASTER_ADDR + MASTER_PORT, else nothing.
 std::optional<InitAddress> find_address(const EnvLookup& lookup) {
   if (const auto init = lookup("GPUXFER_INIT")) return parse_init_address(*init, "GPUXFER_INIT");
@@ -78,8 +55,8 @@ LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
   const std::string because = std::string("it must be set with ") + launcher.rank;
   LaunchEnv env;
   env.launcher = launcher.name;
-  env.world_size = parse_count(lookup, launcher.world_size, because, 1);
-  env.rank = parse_count(lookup, launcher.rank, because, 0);
+  env.world_size = read_env_count(lookup, launcher.world_size, because, 1);
+  env.rank = read_env_count(lookup, launcher.rank, because, 0);
   if (env.rank >= env.world_size) {
     bad(launcher.rank, std::to_string(env.rank),
         std::string("out of range: ") + launcher.world_size + "=" + std::to_string(env.world_size) +
@@ -87,7 +64,7 @@ LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
   }
   // gpuxfer launch always sets the local rank; by hand, one node is the likely case.
   env.local_rank =
-      lookup(launcher.local_rank) ? parse_count(lookup, launcher.local_rank, because, 0) : env.rank;
+      lookup(launcher.local_rank) ? read_env_count(lookup, launcher.local_rank, because, 0) : env.rank;
   if (env.local_rank >= env.world_size) {
     bad(launcher.local_rank, std::to_string(env.local_rank),
         std::string("out of range: a local rank is below ") + launcher.world_size + "=" +
@@ -98,8 +75,31 @@ LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
 
 }  // namespace
 
+int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because, int least) {
+  const std::string value = require(lookup, variable, because);
+  int number = 0;
+  const auto* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, number);
+  if (value.empty() || ec != std::errc{} || ptr != end || number < least) {
+    bad(variable, value, "expected an integer of at least " + std::to_string(least));
+  }
+  return number;
+}
+
+std::chrono::milliseconds read_comm_timeout(const EnvLookup& lookup) {
+  const auto value = lookup("GPUXFER_TIMEOUT");
+  if (!value) return default_comm_timeout;
+  double seconds = 0;
+  const auto* end = value->data() + value->size();
+  const auto [ptr, ec] = std::from_chars(value->data(), end, seconds);
+  if (value->empty() || ec != std::errc{} || ptr != end || !(seconds >= 0.001) || seconds > 1e6) {
+    bad("GPUXFER_TIMEOUT", *value, "expected seconds, from 0.001 to 1000000 (for example 300 or 2.5)");
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
 LaunchEnv read_launch_env(const EnvLookup& lookup) {
-  const auto timeout = parse_timeout(lookup);
+  const auto timeout = read_comm_timeout(lookup);
   for (const Launcher& launcher : launchers) {
     if (!lookup(launcher.rank)) continue;
     LaunchEnv env = read_ranks(lookup, launcher);

@@ -23,6 +23,15 @@ struct LaunchEnv {
   std::string launcher = "none";  ///< whose variables were read: gpuxfer, torchrun, slurm, openmpi or none
 };
 
+/// @p variable as an integer of at least @p least; @p because says why it is needed when it is unset.
+/// @throws Error(Errc::invalid_option) naming the variable and its value, or saying it is unset
+[[nodiscard]] int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because,
+                                 int least);
+
+/// GPUXFER_TIMEOUT (seconds, fractions allowed, 0.001 to 1e6), else default_comm_timeout.
+/// @throws Error(Errc::invalid_option) naming the value
+[[nodiscard]] std::chrono::milliseconds read_comm_timeout(const EnvLookup& lookup);
+
 /// Reads, in this precedence: GPUXFER_RANK / GPUXFER_WORLD_SIZE / GPUXFER_LOCAL_RANK / GPUXFER_INIT;
 /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's SLURM_PROCID / SLURM_NTASKS
 /// / SLURM_LOCALID; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK. Slurm and Open MPI give no

@@ -1,0 +1,93 @@
+// The program that tests/multiprocess/run_mpi_probe.cmake starts under mpirun, one mode per argument:
+//   exchange     rank 0 offers a binary blob that depends on its pid (zero bytes included); rank 0 prints
+//                "rank 0 sent <digest>" and every rank "rank R of N local L got <digest>"
+//   refuse       every rank expects Errc::comm_error and prints "rank R: comm_error: <message>"
+//   absent R     rank R never calls in (it waits 3 s and leaves); the others expect Errc::comm_error
+// Exits 0 when the mode's expectation held on this rank.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/mpi_bootstrap.hpp>
+
+namespace {
+
+std::string pattern_blob() {
+  std::string blob(200, '\0');
+  const auto seed = static_cast<std::uint32_t>(getpid());
+  for (std::size_t i = 0; i < blob.size(); ++i) {
+    blob[i] = static_cast<char>(i % 50 == 0 ? 0 : (seed * 2654435761U + i * 40503U) >> 13);
+  }
+  return blob;
+}
+
+// Size, FNV-1a and the first bytes in hex: equal digests mean equal blobs for this test's purpose.
+std::string digest(const std::string& blob) {
+  std::uint64_t hash = 1469598103934665603ULL;
+  for (const char c : blob) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  char text[96];
+  std::snprintf(text, sizeof text, "%zu bytes fnv1a %016llx head %02x%02x%02x%02x", blob.size(),
+                static_cast<unsigned long long>(hash), blob.size() > 0 ? static_cast<unsigned char>(blob[0]) : 0U,
+                blob.size() > 1 ? static_cast<unsigned char>(blob[1]) : 0U,
+                blob.size() > 2 ? static_cast<unsigned char>(blob[2]) : 0U,
+                blob.size() > 3 ? static_cast<unsigned char>(blob[3]) : 0U);
+  return text;
+}
+
+int expect_comm_error(int rank, const std::string& blob) {
+  try {
+    const auto boot = gpuxfer::mpi_bootstrap(MPI_COMM_WORLD, blob);
+    std::printf("rank %d: no error, got %s\n", rank, digest(boot.blob).c_str());
+    return 1;
+  } catch (const gpuxfer::Error& e) {
+    std::printf("rank %d: %s: %s\n", rank, std::string(gpuxfer::to_string(e.code())).c_str(), e.message().c_str());
+    return e.code() == gpuxfer::Errc::comm_error ? 0 : 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return 2;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const std::string blob = rank == 0 ? pattern_blob() : std::string("not rank 0's");
+  int rc = 2;
+  if (mode == "exchange") {
+    try {
+      const auto boot = gpuxfer::mpi_bootstrap(MPI_COMM_WORLD, blob);
+      if (rank == 0) std::printf("rank 0 sent %s\n", digest(blob).c_str());
+      std::printf("rank %d of %d local %d got %s\n", boot.rank, boot.world_size, boot.local_rank,
+                  digest(boot.blob).c_str());
+      rc = boot.rank == rank ? 0 : 1;
+    } catch (const gpuxfer::Error& e) {
+      std::printf("rank %d: %s\n", rank, e.what());
+      rc = 1;
+    }
+  } else if (mode == "refuse") {
+    rc = expect_comm_error(rank, blob);
+  } else if (mode == "absent" && argc > 2) {
+    if (rank == std::atoi(argv[2])) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      std::printf("rank %d: stayed away\n", rank);
+      rc = 0;
+    } else {
+      rc = expect_comm_error(rank, blob);
+    }
+    // The others have a collective pending, which MPI_Finalize could wait for forever.
+    std::fflush(stdout);
+    _exit(rc);
+  } else {
+    std::fprintf(stderr, "mpi_probe: unknown mode '%s'\n", mode.c_str());
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return rc;
+}

@@ -19,7 +19,8 @@ void prepare_sources(Bench& b, std::uint64_t run, std::size_t size) {
 // Bytes of @p out (device after device, @p size each) that differ from the sources' patterns.
 std::size_t check_gathered(Bench& b, std::span<const std::byte> out, std::size_t size, std::uint64_t run) {
   std::size_t wrong = 0;
-  for (std::size_t d = 0; d < b.devices(); ++d) wrong += b.check_host(out.subspan(d * size, size), Bench::seed(run, d));
+  for (std::size_t d = 0; d < b.devices(); ++d)
+    wrong += b.check_host(out.subspan(d * size, size), Bench::seed(run, d));
   return wrong;
 }
 
@@ -30,7 +31,8 @@ std::optional<Stats> gather_stream(Bench& b, std::size_t size) {
                     .work =
                         [&b, results] {
                           GatherHandle h = b.xfer().gather_all_async(b.stream(0));
-                          cuda_check(cudaStreamSynchronize(b.stream(0)), "gather_stream: the caller's stream");
+                          cuda_check(cudaStreamSynchronize(b.stream(0)),
+                                     "gather_stream: the caller's stream");
                           *results = h.get();  // done already: hands the buffers over
                         },
                     .check =
@@ -62,12 +64,14 @@ std::optional<Stats> bcast_pinned_stream(Bench& b, std::size_t size) {
                     .work =
                         [&] {
                           b.xfer().broadcast_async(source, b.stream(0));
-                          cuda_check(cudaStreamSynchronize(b.stream(0)), "bcast_pinned_stream: the caller's stream");
+                          cuda_check(cudaStreamSynchronize(b.stream(0)),
+                                     "bcast_pinned_stream: the caller's stream");
                         },
                     .check =
                         [&](std::uint64_t run) {
                           std::size_t wrong = 0;
-                          for (std::size_t d = 0; d < b.devices(); ++d) wrong += b.check_device(d, b.dst(d), size, seed(run));
+                          for (std::size_t d = 0; d < b.devices(); ++d)
+                            wrong += b.check_device(d, b.dst(d), size, seed(run));
                           return wrong;
                         }});
 }
@@ -81,7 +85,8 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
   const cudaStream_t stream = b.stream(0);
   const DeviceGuard guard(b.ordinal(0));  // a capturing stream is taken to be of the current device
   cudaGraph_t graph = nullptr;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "latency_graph_4k: begin capture");
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             "latency_graph_4k: begin capture");
   try {
     (void)b.xfer().gather_into_async(out->span(), stream);
   } catch (...) {
@@ -94,18 +99,20 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   static_cast<void>(cudaGraphDestroy(graph));
   cuda_check(made, "latency_graph_4k: instantiate");
-  const std::shared_ptr<CUgraphExec_st> owned(exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
-  const Case replay{.prepare =
-                        [&b, out, size](std::uint64_t run) {
-                          prepare_sources(b, run, size);
-                          parallel_poison(b.threads(), out->span());
-                        },
-                    .work =
-                        [owned, stream] {
-                          cuda_check(cudaGraphLaunch(owned.get(), stream), "latency_graph_4k: launch");
-                          cuda_check(cudaStreamSynchronize(stream), "latency_graph_4k: synchronise");
-                        },
-                    .check = [&b, out, size](std::uint64_t run) { return check_gathered(b, out->span(), size, run); }};
+  const std::shared_ptr<CUgraphExec_st> owned(
+      exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
+  const Case replay{
+      .prepare =
+          [&b, out, size](std::uint64_t run) {
+            prepare_sources(b, run, size);
+            parallel_poison(b.threads(), out->span());
+          },
+      .work =
+          [owned, stream] {
+            cuda_check(cudaGraphLaunch(owned.get(), stream), "latency_graph_4k: launch");
+            cuda_check(cudaStreamSynchronize(stream), "latency_graph_4k: synchronise");
+          },
+      .check = [&b, out, size](std::uint64_t run) { return check_gathered(b, out->span(), size, run); }};
   return b.measure_interleaved(latency_case(b, d2h_copies(b, b.all_devices(), size)), replay, latency_rounds,
                                latency_iters / latency_rounds);
 }

@@ -24,7 +24,8 @@ void BufferOrder::inherit(BufferOrder& previous) {
   reads_ = previous.reads_;
 }
 
-OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what) : m_(m), what_(what) {
+OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what)
+    : m_(m), what_(what) {
   if (!caller.per_device.empty()) {
     order_with(caller.per_device);
   } else if (caller.one) {
@@ -33,34 +34,32 @@ OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, con
 }
 
 void OperationOrder::order_with(cudaStream_t stream) {
-  ManagerState& m = m_;
-  const char* what = what_;
   // The legacy default stream is one per device and cannot capture.
   if (stream == nullptr || stream == cudaStreamLegacy) {
-    per_device_.assign(m.size(), cudaStreamLegacy);
+    per_device_.assign(m_.size(), cudaStreamLegacy);
     return;
   }
   caller_ = stream;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
-                       std::string(what) + ": asking whether the caller's stream captures (a destroyed stream?)");
+  GPUXFER_CUDA_TRY_CTX(
+      cudaStreamIsCapturing(stream, &status),
+      std::string(what_) + ": asking whether the caller's stream captures (a destroyed stream?)");
   capturing_ = status != cudaStreamCaptureStatusNone;
   if (!capturing_) {
     GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller_ordinal_),
-                         std::string(what) + ": asking the device of the caller's stream");
+                         std::string(what_) + ": asking the device of the caller's stream");
   } else {
     // CUDA refuses to tell a capturing stream's device (cudaErrorStreamCaptureUnsupported, in every capture
     // mode): a capturing stream is taken to be of the current device, as graph capture code has it.
-    GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&caller_ordinal_), std::string(what) + ": the current device");
+    GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&caller_ordinal_), std::string(what_) + ": the current device");
   }
 }
 
 void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
-  ManagerState& m = m_;
-  const char* what = what_;
-  if (per_device.size() != m.size()) {
-    throw Error(Errc::invalid_argument, std::string(what) + ": " + std::to_string(per_device.size()) +
-                                            " streams for " + std::to_string(m.size()) + " devices (one per device)");
+  if (per_device.size() != m_.size()) {
+    throw Error(Errc::invalid_argument, std::string(what_) + ": " + std::to_string(per_device.size()) +
+                                            " streams for " + std::to_string(m_.size()) +
+                                            " devices (one per device)");
   }
   per_device_.assign(per_device.begin(), per_device.end());
   for (std::size_t i = 0; i < per_device_.size(); ++i) {
@@ -68,18 +67,21 @@ void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
     if (stream == nullptr) stream = cudaStreamLegacy;
     if (stream == cudaStreamLegacy) continue;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
-                         std::string(what) + ": asking whether the stream of " + device_name(m, i) + " captures");
+    GPUXFER_CUDA_TRY_CTX(
+        cudaStreamIsCapturing(stream, &status),
+        std::string(what_) + ": asking whether the stream of " + device_name(m_, i) + " captures");
     if (status != cudaStreamCaptureStatusNone) {
       capturing_ = true;
       continue;
     }
     int ordinal = -1;
-    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &ordinal),
-                         std::string(what) + ": asking the device of the stream given for " + device_name(m, i));
-    if (ordinal != m.ordinal(i)) {
-      throw Error(Errc::invalid_argument, std::string(what) + ": the stream given for " + device_name(m, i) +
-                                              " belongs to ordinal " + std::to_string(ordinal));
+    GPUXFER_CUDA_TRY_CTX(
+        cudaStreamGetDevice(stream, &ordinal),
+        std::string(what_) + ": asking the device of the stream given for " + device_name(m_, i));
+    if (ordinal != m_.ordinal(i)) {
+      throw Error(Errc::invalid_argument, std::string(what_) + ": the stream given for " +
+                                              device_name(m_, i) + " belongs to ordinal " +
+                                              std::to_string(ordinal));
     }
   }
 }
@@ -130,7 +132,8 @@ void OperationOrder::begin() {
     if (has_caller()) r.ready.push_back(fork_event(r.device));
     if (!r.order || capturing_) continue;
     BufferOrder& o = *r.order;
-    // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that one).
+    // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that
+    // one).
     if (!is_caller(r.device, o.stream_)) {
       DeviceGuard guard(o.ordinal_);
       r.ready.push_back(record_event(o.ordinal_, o.stream_));
@@ -143,7 +146,8 @@ void OperationOrder::begin() {
 void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& events) {
   for (const SharedEvent& e : events) finished_.emplace_back(r.device, e);
   if (!r.order || capturing_ || events.empty()) return;
-  const auto entry = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.range == &r; });
+  const auto entry =
+      std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.range == &r; });
   const Access access = entry != entries_.end() ? entry->access : Access::write;
   BufferOrder& o = *r.order;
   if (access == Access::write) {

@@ -25,8 +25,8 @@ enum class Access { read, write };
 /// every device, or one stream per device.
 struct CallerStreams {
   CallerStreams() = default;
-  CallerStreams(std::nullopt_t) {}                             // NOLINT: no caller, implicitly
-  CallerStreams(cudaStream_t stream) : one(stream) {}           // NOLINT: one stream, implicitly
+  CallerStreams(std::nullopt_t) {}                                    // NOLINT: no caller, implicitly
+  CallerStreams(cudaStream_t stream) : one(stream) {}                 // NOLINT: one stream, implicitly
   CallerStreams(std::optional<cudaStream_t> stream) : one(stream) {}  // NOLINT
   explicit CallerStreams(std::span<const cudaStream_t> streams) : per_device(streams) {}
   std::optional<cudaStream_t> one;
@@ -66,7 +66,8 @@ class OperationOrder {
   /// @p caller: nothing for a form ordered by the registrations alone; one stream (0 and cudaStreamLegacy
   /// mean the legacy default stream of each device touched); or one per device, each range forking from
   /// and joining the stream of its device. @p what names the operation in messages.
-  /// @throws Error(Errc::invalid_argument) for per-device streams that are not one per device, each of its device
+  /// @throws Error(Errc::invalid_argument) for per-device streams that are not one per device, each of its
+  /// device
   OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what);
   ~OperationOrder();
   OperationOrder(const OperationOrder&) = delete;
@@ -109,7 +110,7 @@ class OperationOrder {
   bool capturing_ = false;
   const char* what_;
   std::vector<Entry> entries_;
-  std::vector<std::pair<std::size_t, SharedEvent>> forks_;  // per device (one entry for a plain stream)
+  std::vector<std::pair<std::size_t, SharedEvent>> forks_;     // per device (one entry for a plain stream)
   std::vector<std::pair<std::size_t, SharedEvent>> finished_;  // (device, event) of every done()
   std::vector<std::unique_lock<std::mutex>> locks_;
 };

@@ -22,12 +22,30 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
-  void begin(cudaStream_t stream) { cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"); }
+  void begin(cudaStream_t stream) {
+    cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  }
   void end(cudaStream_t stream) {
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
     if (ended != cudaSuccess) static_cast<void>(cudaGetLastError());  // leave no error to later tests
     cuda_check(ended, "end capture");
     cuda_check(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate");
+  }
+  /// Captures what @p body queues on @p stream; a throw ends the capture first, so no stream is left
+  /// capturing.
+  template <class Body>
+  void capture(cudaStream_t stream, Body&& body) {
+    begin(stream);
+    try {
+      body();
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      static_cast<void>(cudaStreamEndCapture(stream, &g));
+      if (g != nullptr) static_cast<void>(cudaGraphDestroy(g));
+      static_cast<void>(cudaGetLastError());
+      throw;
+    }
+    end(stream);
   }
   void launch(cudaStream_t stream) const { cuda_check(cudaGraphLaunch(exec_, stream), "graph launch"); }
 
@@ -36,18 +54,7 @@ class Graph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-class CaptureTest : public GpuTest {
- protected:
-  // Ends the capture begun on @p stream whatever happened, so a failure leaves no stream capturing.
-  static void end_quietly(cudaStream_t stream) {
-    cudaGraph_t g = nullptr;
-    static_cast<void>(cudaStreamEndCapture(stream, &g));
-    if (g != nullptr) static_cast<void>(cudaGraphDestroy(g));
-    static_cast<void>(cudaGetLastError());
-  }
-};
-
-using GpuCapture = CaptureTest;
+using GpuCapture = GpuTest;
 
 // gather into pinned memory, a broadcast from pinned memory, gather again: captured once, replayed 100
 // times; before each replay a producer kernel writes seed r into the buffer and the host writes seed
@@ -65,22 +72,18 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
   PinnedMemory after(n * kBytes);
   PinnedMemory source(kBytes);
   Graph graph;
-  graph.begin(stream.get());
-  try {
+  graph.capture(stream.get(), [&] {
     (void)xfer().gather_into_async(before.span(), stream.get());
     xfer().broadcast_async(source.span(), stream.get());
     (void)xfer().gather_into_async(after.span(), stream.get());
-  } catch (...) {
-    end_quietly(stream.get());
-    throw;
-  }
-  graph.end(stream.get());
+  });
   for (int r = 0; r < kReplays; ++r) {
     const std::uint64_t produced = seed(static_cast<std::size_t>(r));
     const std::uint64_t sent = other_seed(static_cast<std::uint64_t>(r));
     for (std::size_t i = 0; i < n; ++i) {  // device 0 on the graph's stream, the others before it
       const DeviceGuard guard(ordinal(i));
-      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, i == 0 ? stream.get() : cudaStreamLegacy);
+      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0,
+                           i == 0 ? stream.get() : cudaStreamLegacy);
       if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
     }
     pattern::fill_host(source.span(), sent);
@@ -89,10 +92,12 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
     graph.launch(stream.get());
     stream.synchronize();
     for (std::size_t i = 0; i < n; ++i) {
-      ASSERT_TRUE(host_matches(before.span().subspan(i * kBytes, kBytes), produced + i, 0,
-                               "replay " + std::to_string(r) + ", first gather, device " + std::to_string(i)));
-      ASSERT_TRUE(host_matches(after.span().subspan(i * kBytes, kBytes), sent, 0,
-                               "replay " + std::to_string(r) + ", gather after the broadcast, device " + std::to_string(i)));
+      ASSERT_TRUE(
+          host_matches(before.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                       "replay " + std::to_string(r) + ", first gather, device " + std::to_string(i)));
+      ASSERT_TRUE(host_matches(
+          after.span().subspan(i * kBytes, kBytes), sent, 0,
+          "replay " + std::to_string(r) + ", gather after the broadcast, device " + std::to_string(i)));
     }
   }
 }
@@ -103,10 +108,9 @@ TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
   const Stream stream(ordinal(0));
   std::vector<std::byte> pageable(kBytes * device_count());
   Graph graph;
-  graph.begin(stream.get());
-  try {
-    EXPECT_TRUE(throws_error([&] { (void)xfer().gather_into_async(pageable, stream.get()); }, Errc::unsupported,
-                             "gather_into cannot be captured", "pageable"));
+  graph.capture(stream.get(), [&] {  // still a valid (empty) capture at the end
+    EXPECT_TRUE(throws_error([&] { (void)xfer().gather_into_async(pageable, stream.get()); },
+                             Errc::unsupported, "gather_into cannot be captured", "pageable"));
     EXPECT_TRUE(throws_error([&] { (void)xfer().gather_async(0, stream.get()); }, Errc::unsupported,
                              "gather cannot be captured", "gather_into_async"));
     EXPECT_TRUE(throws_error([&] { xfer().broadcast_async(std::span(pageable).first(kBytes), stream.get()); },
@@ -114,16 +118,12 @@ TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
     const std::array<DeviceSlice, 1> slices{{{0, xfer().device_buffer(0)->ptr, 16}}};
     EXPECT_TRUE(throws_error([&] { (void)xfer().gather_slices_async(slices, pageable, stream.get()); },
                              Errc::unsupported, "gather_slices cannot be captured"));
-  } catch (...) {
-    end_quietly(stream.get());
-    throw;
-  }
-  graph.end(stream.get());  // still a valid (empty) capture
+  });
   graph.launch(stream.get());
   stream.synchronize();
 }
 
-class MultiGpuCapture : public CaptureTest {
+class MultiGpuCapture : public GpuTest {
  protected:
   [[nodiscard]] std::size_t devices_needed() const override { return 2; }
 };
@@ -143,20 +143,16 @@ TEST_F(MultiGpuCapture, APeerCopyAndAnNcclBroadcastReplayWithNewDataEveryTime) {
   const DeviceGuard current(ordinal(0));
   const Stream stream(ordinal(0));
   Graph graph;
-  graph.begin(stream.get());
-  try {
+  graph.capture(stream.get(), [&] {
     (void)xfer().copy_device_buffer_async(0, 1, stream.get(), CopyPath::peer);
     xfer().broadcast_from_device_async(1, stream.get(), DeviceBroadcastPath::nccl);
-  } catch (...) {
-    end_quietly(stream.get());
-    throw;
-  }
-  graph.end(stream.get());
+  });
   for (int r = 0; r < kReplays; ++r) {
     const std::uint64_t produced = seed(static_cast<std::size_t>(r));
     for (std::size_t i = 1; i < n; ++i) {
       const DeviceGuard guard(ordinal(i));
-      pattern::fill_device(memory[i]->get(), kBytes, other_seed(static_cast<std::uint64_t>(r)), 0, cudaStreamLegacy);
+      pattern::fill_device(memory[i]->get(), kBytes, other_seed(static_cast<std::uint64_t>(r)), 0,
+                           cudaStreamLegacy);
       cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
     }
     pattern::fill_device(memory[0]->get(), kBytes, produced, 0, stream.get());

@@ -49,7 +49,7 @@ TEST_F(GpuStreamOrder, TheRegisteringStreamWaitsForAStreamOrderedRead) {
   xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
   PinnedMemory out(kBytes);
   std::fill(out.span().begin(), out.span().end(), kPoison);
-  stall(scratch, caller.get());                             // the read starts only after this
+  stall(scratch, caller.get());                              // the read starts only after this
   (void)xfer().gather_into_async(out.span(), caller.get());  // reads mem after the stall
   {
     const DeviceGuard guard(mem.ordinal());
@@ -58,7 +58,8 @@ TEST_F(GpuStreamOrder, TheRegisteringStreamWaitsForAStreamOrderedRead) {
   caller.synchronize();
   producer.synchronize();
   EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gathered bytes: the producer's first write"));
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the producer's second write"));
+  EXPECT_TRUE(
+      device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the producer's second write"));
 }
 
 // A stream-ordered form starts after the caller's stream's earlier work and that stream's later work
@@ -78,11 +79,13 @@ TEST_F(GpuStreamOrder, AStreamOrderedGatherForksFromAndJoinsTheCallersStream) {
   DeviceMemory& back = allocate(0, kBytes);
   {
     const DeviceGuard guard(mem.ordinal());
-    cuda_check(cudaMemcpyAsync(back.get(), out.data(), kBytes, cudaMemcpyHostToDevice, caller.get()), "copy back");
+    cuda_check(cudaMemcpyAsync(back.get(), out.data(), kBytes, cudaMemcpyHostToDevice, caller.get()),
+               "copy back");
   }
   caller.synchronize();
   EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "gather_into_async after the caller's slow write"));
-  EXPECT_TRUE(device_matches(back.ordinal(), back.get(), kBytes, seed(0), 0, "the caller's stream's later copy"));
+  EXPECT_TRUE(
+      device_matches(back.ordinal(), back.get(), kBytes, seed(0), 0, "the caller's stream's later copy"));
 }
 
 // gpuxfer's own operations: a write (broadcast) queued right behind a read still waiting on its stream.
@@ -177,7 +180,8 @@ TEST_F(GpuStreamOrder, PerDeviceStreamsForkAndJoinPerDevice) {
   const auto out = h.get();
   ASSERT_EQ(out.size(), device_count());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    EXPECT_TRUE(host_matches(out[i].span(), seed(i), 0, "per-device gather_all_async, device " + std::to_string(i)));
+    EXPECT_TRUE(
+        host_matches(out[i].span(), seed(i), 0, "per-device gather_all_async, device " + std::to_string(i)));
   }
   const std::vector<cudaStream_t> too_few(device_count() + 1, streams.front());
   EXPECT_TRUE(throws_error([&] { (void)xfer().gather_all_async(too_few); }, Errc::invalid_argument,
@@ -198,22 +202,27 @@ TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
   caller.synchronize();
   EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "gather_into_async, pinned"));
   EXPECT_TRUE(host_matches(pageable, seed(0), 0, "gather_into_async, pageable"));
-  EXPECT_TRUE(device_matches(dev_out.ordinal(), dev_out.get(), mem.size(), seed(0), 0, "gather_to_device_async"));
+  EXPECT_TRUE(
+      device_matches(dev_out.ordinal(), dev_out.get(), mem.size(), seed(0), 0, "gather_to_device_async"));
 
   const auto data = pattern_bytes(mem.size(), other_seed(0));
   xfer().broadcast_async(data, caller.get());  // pageable: staged, then ordered
   caller.synchronize();
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(0), 0, "broadcast_async, pageable"));
+  EXPECT_TRUE(
+      device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(0), 0, "broadcast_async, pageable"));
   std::copy(data.begin(), data.end(), pinned.data());
   pattern::fill_host(pinned.span(), other_seed(1));
   xfer().copy_buffer_async(0, 0, pinned.span(), caller.get());
   caller.synchronize();
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(1), 0, "copy_buffer_async, pinned"));
+  EXPECT_TRUE(
+      device_matches(mem.ordinal(), mem.get(), mem.size(), other_seed(1), 0, "copy_buffer_async, pinned"));
   std::vector<std::byte> slices_out(2 * kKiB, kPoison);
   const std::array<DeviceSlice, 2> slices{{{0, mem.get() + 5, kKiB}, {0, mem.get() + kMiB, kKiB}}};
   ASSERT_EQ(xfer().gather_slices_async(slices, slices_out, caller.get()), 2 * kKiB);
-  EXPECT_TRUE(host_matches(std::span(slices_out).first(kKiB), other_seed(1), 5, "gather_slices_async, first"));
-  EXPECT_TRUE(host_matches(std::span(slices_out).last(kKiB), other_seed(1), kMiB, "gather_slices_async, second"));
+  EXPECT_TRUE(
+      host_matches(std::span(slices_out).first(kKiB), other_seed(1), 5, "gather_slices_async, first"));
+  EXPECT_TRUE(
+      host_matches(std::span(slices_out).last(kKiB), other_seed(1), kMiB, "gather_slices_async, second"));
 }
 
 class MultiGpuStreamOrder : public SmallChunks<GpuTest> {
@@ -231,8 +240,10 @@ TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
   const auto other = pattern_bytes(src.size(), other_seed(0));
   xfer().copy_buffer(0, 0, other);
   h.wait();
-  EXPECT_TRUE(device_matches(dst.ordinal(), dst.get(), dst.size(), seed(0), 0, "device 1: the old bytes of 0"));
-  EXPECT_TRUE(device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
+  EXPECT_TRUE(
+      device_matches(dst.ordinal(), dst.get(), dst.size(), seed(0), 0, "device 1: the old bytes of 0"));
+  EXPECT_TRUE(
+      device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
 }
 
 // Issue 10 (b): a broadcast queued right behind a gather that reads its targets.
@@ -244,7 +255,8 @@ TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherHandleStillReading) {
   xfer().broadcast(other);
   const auto out = h.get();
   ASSERT_EQ(out.size(), 1U);
-  EXPECT_TRUE(host_matches(out[0].span(), seed(1), 0, "the gather's bytes of device 1: before the broadcast"));
+  EXPECT_TRUE(
+      host_matches(out[0].span(), seed(1), 0, "the gather's bytes of device 1: before the broadcast"));
 }
 
 }  // namespace

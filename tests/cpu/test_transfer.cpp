@@ -95,6 +95,20 @@ TEST_F(TransferIndices, Gather) {
                                   Errc::invalid_buffer, bad_));
 }
 
+TEST_F(TransferIndices, StreamOrderedForms) {
+  const cudaStream_t stream = nullptr;  // never reached: the index is checked first
+  const std::vector<cudaStream_t> streams(manager_->device_count(), nullptr);
+  EXPECT_TRUE(throws_error_naming([&] { (void)xfer_->gather_async(bad_, stream); }, Errc::invalid_buffer, bad_));
+  EXPECT_TRUE(throws_error_naming([&] { (void)xfer_->gather_async(bad_, streams); }, Errc::invalid_buffer, bad_));
+  EXPECT_TRUE(throws_error_naming([&] { (void)xfer_->gather_to_device_async(bad_, &host_word_, sizeof host_word_, stream); },
+                                  Errc::invalid_buffer, bad_));
+  EXPECT_TRUE(throws_error_naming_any([&] { xfer_->copy_buffer_async(bad_, other_, data_, stream); },
+                                      Errc::invalid_buffer, {bad_, other_}));
+  EXPECT_TRUE(throws_error_naming_any([&] { (void)xfer_->copy_device_buffer_async(bad_, other_, stream); },
+                                      Errc::invalid_buffer, {bad_, other_}));
+  EXPECT_TRUE(throws_error_naming([&] { xfer_->broadcast_from_device_async(bad_, stream); }, Errc::invalid_buffer, bad_));
+}
+
 // With no device at all, the functions without an index have nothing to do.
 TEST(TransferWithoutDevices, GatherAllAndGatherIntoAreEmpty) {
   const auto manager = any_manager();
@@ -106,6 +120,16 @@ TEST(TransferWithoutDevices, GatherAllAndGatherIntoAreEmpty) {
   for (const std::byte b : out) EXPECT_EQ(b, std::byte{0xA5});
 }
 
+// One stream per device means as many streams as devices.
+TEST(TransferWithoutDevices, PerDeviceStreamsAreOnePerDevice) {
+  const auto manager = any_manager();
+  if (manager->device_count() != 0) GTEST_SKIP() << "this machine has a GPU";
+  InterGpuTransfer xfer(manager);
+  const std::vector<cudaStream_t> one(1, nullptr);
+  EXPECT_TRUE(throws_error([&] { (void)xfer.gather_all_async(one); }, Errc::invalid_argument,
+                           "1 streams for 0 devices (one per device)"));
+}
+
 TEST(Handles, DefaultHandlesHaveNothingToWaitFor) {
   TransferHandle transfer;
   EXPECT_TRUE(transfer.ready());
@@ -115,6 +139,8 @@ TEST(Handles, DefaultHandlesHaveNothingToWaitFor) {
   EXPECT_TRUE(gather.get().empty());
   TransferHandle moved(std::move(transfer));
   EXPECT_TRUE(moved.ready());
+  moved.stream_wait(nullptr);  // nothing to wait for: no CUDA call
+  gather.stream_wait(nullptr);
 }
 
 }  // namespace

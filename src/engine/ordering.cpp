@@ -144,7 +144,7 @@ void OperationOrder::begin() {
 }
 
 void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& events) {
-  for (const SharedEvent& e : events) finished_.emplace_back(r.device, e);
+  finished_.insert(finished_.end(), events.begin(), events.end());
   if (!r.order || capturing_ || events.empty()) return;
   const auto entry =
       std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.range == &r; });
@@ -169,11 +169,9 @@ void OperationOrder::done_all(const std::vector<SharedEvent>& events) {
 }
 
 void OperationOrder::join() {
-  std::vector<SharedEvent> events;
-  for (const auto& [device, e] : finished_) events.push_back(e);
   if (caller_) {
     DeviceGuard guard(caller_ordinal_);
-    stream_wait(*caller_, events);
+    stream_wait(*caller_, finished_);
   } else if (!per_device_.empty()) {
     std::vector<std::size_t> devices;
     for (const Entry& e : entries_) devices.push_back(e.range->device);
@@ -181,7 +179,7 @@ void OperationOrder::join() {
     devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
     for (std::size_t d : devices) {
       DeviceGuard guard(m_.ordinal(d));
-      stream_wait(per_device_[d], events);
+      stream_wait(per_device_[d], finished_);
     }
   }
   unlock();

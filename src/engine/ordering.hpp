@@ -111,7 +111,7 @@ class OperationOrder {
   const char* what_;
   std::vector<Entry> entries_;
   std::vector<std::pair<std::size_t, SharedEvent>> forks_;     // per device (one entry for a plain stream)
-  std::vector<std::pair<std::size_t, SharedEvent>> finished_;  // (device, event) of every done()
+  std::vector<SharedEvent> finished_;  // the events of every done(): what join() waits for
   std::vector<std::unique_lock<std::mutex>> locks_;
 };
 

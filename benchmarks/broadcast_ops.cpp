@@ -8,8 +8,9 @@ namespace gpuxfer::bench {
 namespace {
 
 // Host bytes into dst(d) of every device, from a source that uses seed(run, devices()): no device's own
-// pattern.
-std::optional<Stats> from_host(Bench& b, std::span<std::byte> source, HostBroadcastPath path) {
+// pattern. @p stream_ordered: broadcast_async on device 0's bench stream, then that stream synchronised.
+std::optional<Stats> from_host(Bench& b, std::span<std::byte> source, HostBroadcastPath path,
+                               bool stream_ordered = false) {
   const auto seed = [&](std::uint64_t run) { return Bench::seed(run, b.devices()); };
   return b.measure({.prepare =
                         [&](std::uint64_t run) {
@@ -20,7 +21,12 @@ std::optional<Stats> from_host(Bench& b, std::span<std::byte> source, HostBroadc
                           }
                           b.synchronize();
                         },
-                    .work = [&] { b.xfer().broadcast(source, path); },
+                    .work =
+                        [&] {
+                          if (!stream_ordered) return b.xfer().broadcast(source, path);
+                          b.xfer().broadcast_async(source, b.stream(0), path);
+                          cuda_check(cudaStreamSynchronize(b.stream(0)), "broadcast_async: the caller's stream");
+                        },
                     .check =
                         [&](std::uint64_t run) {
                           std::size_t wrong = 0;
@@ -114,6 +120,15 @@ std::vector<OpSpec> broadcast_ops() {
               "broadcast(span over a std::vector registered once with register_host), automatic path, into "
               "every device (steady_clock)",
               Source::registered, HostBroadcastPath::automatic, 1.7 * 0.97, 0.97),
+      {.name = "bcast_pinned_stream",
+       .what = "broadcast_async(pinned, stream) + cudaStreamSynchronize: the stream-ordered form against "
+               "bcast_pinned (steady_clock)",
+       .bytes = payload,
+       .ceiling = {"bcast_pinned"},
+       .run = [](Bench& b, std::size_t size) {
+         return from_host(b, b.bcast_pinned().first(size), HostBroadcastPath::automatic, true);
+       },
+       .target = 0.98},
       device_op("bcast_device", "broadcast_from_device(0), automatic path (steady_clock)",
                 DeviceBroadcastPath::automatic, 1.0),
       device_op("bcast_device_nccl", "broadcast_from_device(0, DeviceBroadcastPath::nccl) (steady_clock)",

@@ -1,5 +1,6 @@
-// Gathers: every device's buffer to pinned results (gather_all), into caller pageable memory
-// (gather_into), into device 0's memory (gather_to_device), the seed's naive way, and the 4 KiB latency.
+// Gathers: every device's buffer to pinned results (gather_all, and its stream-ordered form), into caller
+// pageable memory (gather_into), into device 0's memory (gather_to_device), the seed's naive way, and the
+// 4 KiB latency (of gather_all, and of a gather replayed from a CUDA graph).
 #include <memory>
 
 #include <nvtx3/nvtx3.hpp>
@@ -44,11 +45,21 @@ std::size_t check_pieces(Bench& b, const std::vector<GatherPiece>& pieces, std::
   return wrong;
 }
 
-// gather_all() into pooled pinned HostBuffers. The case owns its results between work and check.
-Case gather_case(Bench& b, std::size_t size) {
+// gather_all() into pooled pinned HostBuffers; @p stream_ordered: gather_all_async on device 0's bench
+// stream, then that stream synchronised. The case owns its results between work and check.
+Case gather_case(Bench& b, std::size_t size, bool stream_ordered = false) {
   auto results = std::make_shared<std::vector<HostBuffer>>();
   return {.prepare = [&b, size](std::uint64_t run) { prepare_sources(b, run, size); },
-          .work = [&b, results] { *results = b.xfer().gather_all(); },
+          .work =
+              [&b, results, stream_ordered] {
+                if (!stream_ordered) {
+                  *results = b.xfer().gather_all();
+                  return;
+                }
+                GatherHandle h = b.xfer().gather_all_async(b.stream(0));
+                cuda_check(cudaStreamSynchronize(b.stream(0)), "gather_all_async: the caller's stream");
+                *results = h.get();  // done already: hands the buffers over
+              },
           .check =
               [&b, results, size](std::uint64_t run) {
                 const std::size_t wrong = check_results(b, *results, run, size);
@@ -62,11 +73,60 @@ Case gather_case(Bench& b, std::size_t size) {
 
 std::optional<Stats> gather(Bench& b, std::size_t size) { return b.measure(gather_case(b, size)); }
 
+std::optional<Stats> gather_stream(Bench& b, std::size_t size) { return b.measure(gather_case(b, size, true)); }
+
 // gather_all() of 4 KiB per device interleaved with the raw copies it must keep up with (latency_4k):
 // measured apart, the two drifted between processes (0.96 to 1.59 x over four runs).
 std::optional<Stats> latency_gather_4k(Bench& b, std::size_t) {
   return b.measure_interleaved(latency_case(b, d2h_copies(b, b.all_devices(), latency_bytes)),
                                gather_case(b, latency_bytes), latency_rounds, latency_iters / latency_rounds);
+}
+
+// gather_into_async(pinned, stream) of 4 KiB per device captured once in a CUDA graph; a sample is the
+// graph's launch and a synchronise of its stream, interleaved with the raw copies + events (latency_4k).
+std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
+  const std::size_t size = latency_bytes;
+  auto out = std::make_shared<PinnedMemory>(b.devices() * size);
+  prepare_sources(b, 0, size);
+  const cudaStream_t stream = b.stream(0);
+  const DeviceGuard guard(b.ordinal(0));  // a capturing stream is taken to be of the current device
+  cudaGraph_t graph = nullptr;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             "latency_graph_4k: begin capture");
+  std::vector<GatherPiece> pieces;  // where every replay writes each device's bytes
+  try {
+    pieces = b.xfer().gather_into_async(out->span(), stream);
+  } catch (...) {
+    static_cast<void>(cudaStreamEndCapture(stream, &graph));
+    if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
+    throw;
+  }
+  cuda_check(cudaStreamEndCapture(stream, &graph), "latency_graph_4k: end capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  static_cast<void>(cudaGraphDestroy(graph));
+  cuda_check(made, "latency_graph_4k: instantiate");
+  const std::shared_ptr<CUgraphExec_st> owned(
+      exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
+  const Case replay{
+      .prepare =
+          [&b, out, size](std::uint64_t run) {
+            prepare_sources(b, run, size);
+            parallel_poison(b.threads(), out->span());
+          },
+      .work =
+          [owned, stream] {
+            cuda_check(cudaGraphLaunch(owned.get(), stream), "latency_graph_4k: launch");
+            cuda_check(cudaStreamSynchronize(stream), "latency_graph_4k: synchronise");
+          },
+      .check =
+          [&b, out, pieces, size](std::uint64_t run) {
+            return check_pieces(b, pieces, out->size(), size, [&](const GatherPiece& p) {
+              return b.check_host(out->span().subspan(p.offset, size), Bench::seed(run, p.device));
+            });
+          }};
+  return b.measure_interleaved(latency_case(b, d2h_copies(b, b.all_devices(), size)), replay, latency_rounds,
+                               latency_iters / latency_rounds);
 }
 
 // gather_into() ordinary memory, or the same memory registered with register_host (outside the timing).
@@ -179,6 +239,23 @@ std::vector<OpSpec> gather_ops() {
        .fixed_size = latency_bytes,
        .run = latency_gather_4k,
        .target = 1.0 / 1.3,
+       .time_target = true},
+      {.name = "gather_stream",
+       .what = "gather_all_async(stream) + cudaStreamSynchronize: the stream-ordered form against gather "
+               "(steady_clock)",
+       .bytes = all,
+       .ceiling = {"gather"},
+       .run = gather_stream,
+       .target = 0.98},
+      {.name = "latency_graph_4k",
+       .what = "gather_into_async(pinned) of 4 KiB per device captured in a CUDA graph, replayed (launch + "
+               "stream synchronise): latency against one raw 4 KiB copy + event per device, interleaved; "
+               "the best of 5 rounds",
+       .bytes = all,
+       .ceiling = {"latency_4k"},
+       .fixed_size = latency_bytes,
+       .run = latency_graph_4k,
+       .target = 1.0,
        .time_target = true},
   };
 }

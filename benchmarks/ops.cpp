@@ -46,7 +46,7 @@ std::optional<std::string> needs_nccl(Bench& b) {
 const std::vector<OpSpec>& all_ops() {
   static const std::vector<OpSpec> ops = [] {
     std::vector<OpSpec> all;
-    for (auto family : {ceiling_ops, gather_ops, copy_ops, broadcast_ops, small_gather_ops, stream_ops}) {
+    for (auto family : {ceiling_ops, gather_ops, copy_ops, broadcast_ops, small_gather_ops}) {
       for (OpSpec& op : family()) all.push_back(std::move(op));
     }
     return all;

@@ -76,7 +76,6 @@ struct OpSpec {
 [[nodiscard]] std::vector<OpSpec> copy_ops();          // copy_ops.cpp
 [[nodiscard]] std::vector<OpSpec> broadcast_ops();     // broadcast_ops.cpp
 [[nodiscard]] std::vector<OpSpec> small_gather_ops();  // small_gather.cpp
-[[nodiscard]] std::vector<OpSpec> stream_ops();        // stream_ops.cpp
 
 /// Every operation, in run order: every ceiling comes before the operations measured against it.
 [[nodiscard]] const std::vector<OpSpec>& all_ops();

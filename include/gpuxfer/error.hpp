@@ -19,7 +19,7 @@ enum class Errc {
   cuda_error,        ///< a CUDA runtime or driver call failed
   nccl_error,        ///< an NCCL call failed
   device_fault,      ///< a sticky device error (illegal address, launch failure): the device must be reset
-  comm_error,        ///< a rendezvous between processes failed: a rank unreachable, missing, inconsistent or out of time
+  comm_error,        ///< a job of several processes failed: a rank unreachable, missing, inconsistent or out of time (rendezvous, NCCL communicator)
 };
 
 /// A short lowercase name for @p code ("invalid_buffer").

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gpuxfer/buffer_ranges.hpp>
+#include <gpuxfer/communicator.hpp>
 #include <gpuxfer/device_info.hpp>
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>

@@ -8,38 +8,21 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include "launch_run.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using gpuxfer::test::LaunchRun;
 
-struct LaunchRun {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-  std::chrono::steady_clock::duration took{};
-};
-
-// Runs @p arguments after `gpuxfer launch` through the shell, bounded by coreutils' timeout. @p prefix
-// goes before the command (variables, a wrapper).
 LaunchRun launch(const std::string& arguments, const std::string& prefix = "") {
-  const std::string command = prefix + " timeout -s KILL 60 '" GPUXFER_CLI "' launch " + arguments + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  LaunchRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) run.output.append(buffer, got);
-  const int status = pclose(pipe);
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.took = std::chrono::steady_clock::now() - start;
-  return run;
+  return gpuxfer::test::launch(GPUXFER_CLI, arguments, prefix);
 }
 
 const std::string probe = "'" RANK_PROBE "'";
 
-bool has(const LaunchRun& run, const std::string& text) { return run.output.find(text) != std::string::npos; }
+using gpuxfer::test::has;
 
 TEST(GpuxferLaunch, PrefixesEveryLineAndSetsTheEnvironment) {
   const LaunchRun run = launch("-n 3 -- " + probe + " print", "CUDA_VISIBLE_DEVICES=5,6 GPUXFER_RANK=99");

@@ -1,0 +1,128 @@
+/// @file communicator.hpp
+/// @brief Communicator: one rank of a job of several processes, one GPU each, over NCCL.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <gpuxfer/buffer_ranges.hpp>
+
+namespace gpuxfer {
+
+namespace detail {
+struct CommunicatorState;
+}
+
+/// What a Communicator may be told besides its place in the job. Fields may be added; callers that
+/// name the ones they set keep compiling.
+struct CommunicatorOptions {
+  /// The CUDA device of this rank; default: the local rank (from_environment) or the rank (explicit form).
+  std::optional<int> device;
+  /// Bounds every wait (rendezvous, NCCL creation, blocking forms); default: GPUXFER_TIMEOUT, else 300 s.
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+/// One rank of a job of N processes, each driving one GPU, joined by an NCCL communicator. Rank 0 makes
+/// the NCCL unique id; the rendezvous of the launch environment (TCP or a shared file, src/comm) hands
+/// it to every rank; the NCCL communicator is created non-blocking and polled against the timeout.
+///
+/// Every operation is collective: each rank of the job calls it, in the same order, with agreeing
+/// arguments (root, sizes, the ranks of a copy), as NCCL requires. Buffers are caller device memory of
+/// this rank's device. Not thread-safe: call from one thread at a time.
+///
+/// Ordering. The stream-ordered forms (`_async`, taking a cudaStream_t, no default; 0 is the legacy
+/// default stream) start after the work queued on that stream and complete when it gets past them; they
+/// return once the work is queued (gather_async first waits on the host for the ranks' sizes). The
+/// operations of one communicator also run in the order they are called, whatever their streams.
+/// Blocking forms start after the work queued on the legacy default stream, as cudaMemcpy does, and
+/// return when the data is in place. CUDA graph capture is refused (Errc::unsupported) in this version.
+///
+/// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
+/// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
+/// involved, after ncclCommAbort; the communicator is then unusable (every later call throws).
+class Communicator {
+ public:
+  /// Joins the job that the launch environment describes: GPUXFER_RANK / GPUXFER_WORLD_SIZE /
+  /// GPUXFER_LOCAL_RANK / GPUXFER_INIT, torchrun's, Slurm's or Open MPI's variables (README, "Across
+  /// processes"); with none set, a job of one process. Collective: returns once every rank has joined.
+  /// @throws Error(Errc::invalid_option) for a bad variable (naming it and its value)
+  /// @throws Error(Errc::no_device) when CUDA has no device for this rank, naming CUDA's reason
+  /// @throws Error(Errc::comm_error) when the rendezvous or the NCCL communicator fails or times out,
+  ///         naming the rank(s) involved where known
+  [[nodiscard]] static Communicator from_environment(const CommunicatorOptions& options = {});
+
+  /// Joins as @p rank of @p world_size ranks meeting at @p init_address (tcp://host:port, where rank 0
+  /// listens, or file:///path; may be empty for one rank).
+  /// @throws Error(Errc::invalid_argument) for a world size below 1, a rank outside it, a negative device
+  ///         or a timeout below 1 ms; Error(Errc::invalid_option) for a bad address or none for several
+  ///         ranks; and as from_environment
+  Communicator(int rank, int world_size, const std::string& init_address,
+               const CommunicatorOptions& options = {});
+
+  /// Releases the NCCL communicator: finalised within the timeout, else aborted. Never throws.
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  [[nodiscard]] int rank() const noexcept;
+  [[nodiscard]] int world_size() const noexcept;
+  /// The CUDA device ordinal this rank uses.
+  [[nodiscard]] int device() const noexcept;
+  /// The timeout that bounds every wait.
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept;
+
+  /// Copies @p bytes of @p root's @p buffer into every other rank's @p buffer (ncclBroadcast, in place).
+  /// @p bytes must be the same on every rank.
+  /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
+  ///         @p buffer is not @p bytes of this rank's device memory; Error(Errc::comm_error) when the
+  ///         communicator was aborted; Error(Errc::unsupported) while @p stream captures
+  void broadcast_async(void* buffer, std::size_t bytes, int root, cudaStream_t stream);
+  /// Blocking broadcast_async. @throws as broadcast_async, and Error(Errc::comm_error) on a timeout or
+  ///         a peer's failure
+  void broadcast(void* buffer, std::size_t bytes, int root);
+
+  /// Concatenates every rank's @p bytes at @p send (sizes may differ per rank), ascending by rank, into
+  /// @p root's @p recv of @p capacity bytes (not read on other ranks). The ranks first exchange their
+  /// sizes (a host wait, bounded). Returns on every rank where each rank's bytes land on the root
+  /// (GatherPiece::device is the rank).
+  /// @throws Error(Errc::invalid_argument) on every rank when the root's capacity is smaller than the sum;
+  ///         otherwise as broadcast_async, and Error(Errc::comm_error) when the size exchange fails
+  std::vector<GatherPiece> gather_async(const void* send, std::size_t bytes, void* recv, std::size_t capacity,
+                                        int root, cudaStream_t stream);
+  /// Blocking gather_async. @throws as gather_async and broadcast
+  std::vector<GatherPiece> gather(const void* send, std::size_t bytes, void* recv, std::size_t capacity, int root);
+
+  /// Every rank's @p bytes at @p send (the same size on every rank) into every rank's @p recv, rank r's at
+  /// offset r * bytes (ncclAllGather).
+  /// @throws Error(Errc::invalid_argument) when @p capacity is below world_size() * @p bytes; as broadcast_async
+  void all_gather_async(const void* send, std::size_t bytes, void* recv, std::size_t capacity, cudaStream_t stream);
+  /// Blocking all_gather_async. @throws as all_gather_async and broadcast
+  void all_gather(const void* send, std::size_t bytes, void* recv, std::size_t capacity);
+
+  /// Copies @p bytes from rank @p src's @p send into rank @p dst's @p recv (ncclSend/ncclRecv; a device
+  /// copy when src == dst). @p send is read on @p src only, @p recv written on @p dst only; the other
+  /// ranks return at once. @throws as broadcast_async, for src or dst out of range too
+  void copy_async(int src, int dst, const void* send, void* recv, std::size_t bytes, cudaStream_t stream);
+  /// Blocking copy_async. @throws as copy_async and broadcast
+  void copy(int src, int dst, const void* send, void* recv, std::size_t bytes);
+
+  /// Waits on the host until @p stream's work queued so far is done, polling NCCL's asynchronous error,
+  /// at most the timeout: the bounded wait for the stream-ordered forms.
+  /// @throws Error(Errc::comm_error) on a timeout or a peer's failure (the communicator is aborted);
+  ///         Error(Errc::cuda_error / device_fault) when the stream's work failed
+  void synchronize(cudaStream_t stream);
+
+ private:
+  explicit Communicator(std::unique_ptr<detail::CommunicatorState> state) noexcept;
+  std::unique_ptr<detail::CommunicatorState> state_;
+};
+
+}  // namespace gpuxfer

@@ -1,0 +1,78 @@
+// What every operation of a Communicator does first and last: the checks of its arguments and stream,
+// the launch of one NCCL group in the communicator's order, and the blocking forms' bounded wait.
+#pragma once
+
+#include <string>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "comm/communicator_state.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer::detail {
+
+inline void check_rank(const CommunicatorState& s, int rank, const char* name, const std::string& what) {
+  if (rank < 0 || rank >= s.world_size) {
+    throw Error(Errc::invalid_argument, s.where + ": " + what + ": " + name + " " + std::to_string(rank) +
+                                            " is out of range (ranks 0 to " + std::to_string(s.world_size - 1) + ")");
+  }
+}
+
+// [ptr, ptr + bytes) must be device memory of this rank's device (any pointer for 0 bytes).
+inline void check_buffer(const CommunicatorState& s, const void* ptr, std::size_t bytes, const char* name,
+                  const std::string& what) {
+  if (bytes == 0) return;
+  const std::string where = s.where + ": " + what + ": " + name;
+  if (ptr == nullptr) throw Error(Errc::invalid_buffer, where + " is null for " + std::to_string(bytes) + " bytes");
+  cudaPointerAttributes attributes{};
+  GPUXFER_CUDA_TRY_CTX(cudaPointerGetAttributes(&attributes, ptr), where);
+  const bool device_memory =
+      attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  if (!device_memory || attributes.device != s.device) {
+    throw Error(Errc::invalid_buffer, where + " is not memory of device " + std::to_string(s.device));
+  }
+}
+
+// Checks that @p stream can take the operation and that the communicator is usable.
+inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::string& what) {
+  s.comm.check_usable(what);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &capture), s.where + ": " + what);
+  if (capture != cudaStreamCaptureStatusNone) {
+    throw Error(Errc::unsupported, s.where + ": " + what + " cannot be captured into a CUDA graph yet");
+  }
+}
+
+// Queues @p calls (NCCL calls returning the first failure) as one group on @p stream, after the
+// communicator's previous operation; the next operation waits for this one.
+template <class Calls>
+void launch(CommunicatorState& s, cudaStream_t stream, const std::string& what, const std::string& peers,
+            Calls&& calls) {
+  stream_wait(stream, s.last);
+  GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), s.where + ": " + what);
+  const ncclResult_t queued = calls();
+  const ncclResult_t ended = ncclGroupEnd();
+  if (queued != ncclSuccess && queued != ncclInProgress) {
+    GPUXFER_NCCL_TRY_CTX(queued, s.where + ": " + what);
+  }
+  s.comm.settle(ended, what, peers);
+  s.last = record_event(s.device, stream);
+}
+
+// Runs @p async on the communicator's own stream after the legacy default stream's work, then waits.
+template <class Async>
+auto blocking(CommunicatorState& s, const std::string& what, const std::string& peers, Async&& async) {
+  DeviceGuard guard(s.device);
+  stream_wait(s.stream.get(), record_event(s.device, cudaStreamLegacy));
+  auto result = async(s.stream.get());
+  s.comm.wait(*record_event(s.device, s.stream.get()), what, peers);
+  return result;
+}
+
+inline std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,143 @@
+// Communicator's creation: the launch environment or explicit arguments, the device of the rank, rank 0's
+// NCCL unique id through the rendezvous, the non-blocking NCCL communicator.
+#include <gpuxfer/communicator.hpp>
+
+#include <cstring>
+#include <string>
+
+#include <nccl.h>
+
+#include <gpuxfer/error.hpp>
+
+#include "comm/communicator_state.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/rendezvous.hpp"
+#include "node/environment.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer {
+namespace detail {
+
+void DeviceFree::operator()(void* ptr) const noexcept {
+  DeviceGuard guard(device, std::nothrow);
+  (void)cudaFree(ptr);
+}
+void PinnedFree::operator()(void* ptr) const noexcept { (void)cudaFreeHost(ptr); }
+
+namespace {
+
+// The device this rank drives, checked against what CUDA sees before any rank waits for this one.
+int choose_device(const LaunchEnv& env, const CommunicatorOptions& options) {
+  const std::string who = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size);
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    throw Error(Errc::no_device,
+                who + ": no CUDA device (cudaGetDeviceCount: " +
+                    (status != cudaSuccess ? std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status)
+                                           : std::string("0 devices")) +
+                    ")");
+  }
+  const int device = options.device.value_or(env.local_rank);
+  if (device >= count) {
+    throw Error(Errc::no_device,
+                who + " needs device " + std::to_string(device) +
+                    (options.device ? " (CommunicatorOptions::device)" : " (its local rank)") + " but CUDA sees " +
+                    std::to_string(count) +
+                    " device(s): start one rank per GPU, or choose with CommunicatorOptions::device");
+  }
+  return device;
+}
+
+std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptions& options) {
+  if (options.device && *options.device < 0) {
+    throw Error(Errc::invalid_argument, "CommunicatorOptions::device is " + std::to_string(*options.device));
+  }
+  if (options.timeout) {
+    if (options.timeout->count() < 1) {
+      throw Error(Errc::invalid_argument,
+                  "CommunicatorOptions::timeout is " + std::to_string(options.timeout->count()) + " ms");
+    }
+    env.timeout = *options.timeout;
+  }
+  auto s = std::make_unique<CommunicatorState>();
+  s->rank = env.rank;
+  s->world_size = env.world_size;
+  s->timeout = env.timeout;
+  s->device = choose_device(env, options);
+  s->where = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " (device " +
+             std::to_string(s->device) + ")";
+  ncclUniqueId id{};
+  std::string blob;
+  if (env.rank == 0) {
+    GPUXFER_NCCL_TRY_CTX(ncclGetUniqueId(&id), s->where + ": making the NCCL unique id");
+    blob.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+  }
+  blob = exchange_blob(env, blob);
+  if (blob.size() != sizeof(id)) {
+    throw Error(Errc::comm_error, s->where + ": rank 0 sent " + std::to_string(blob.size()) +
+                                      " bytes, not an NCCL unique id of " + std::to_string(sizeof(id)) +
+                                      ": is every rank the same gpuxfer?");
+  }
+  std::memcpy(&id, blob.data(), sizeof(id));
+  s->comm = NcclComm(id, env.rank, env.world_size, s->device, env.timeout, s->where);
+  s->stream = Stream(s->device);
+  DeviceGuard guard(s->device);
+  const std::size_t bytes = 2 * sizeof(std::uint64_t) * static_cast<std::size_t>(env.world_size);
+  void* ptr = nullptr;
+  GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, bytes), s->where + ": the size exchange's device memory");
+  s->sizes_device = std::unique_ptr<std::uint64_t, DeviceFree>(static_cast<std::uint64_t*>(ptr), {s->device});
+  GPUXFER_CUDA_TRY_CTX(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable), s->where + ": the size exchange");
+  s->sizes_host.reset(static_cast<std::uint64_t*>(ptr));
+  return s;
+}
+
+}  // namespace
+}  // namespace detail
+
+Communicator Communicator::from_environment(const CommunicatorOptions& options) {
+  return Communicator(detail::create(detail::launch_env_from_process(), options));
+}
+
+Communicator::Communicator(int rank, int world_size, const std::string& init_address,
+                           const CommunicatorOptions& options) {
+  if (world_size < 1) throw Error(Errc::invalid_argument, "world_size is " + std::to_string(world_size));
+  if (rank < 0 || rank >= world_size) {
+    throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " is out of range: a world of " +
+                                            std::to_string(world_size) + " has ranks 0 to " +
+                                            std::to_string(world_size - 1));
+  }
+  detail::LaunchEnv env;
+  env.rank = rank;
+  env.world_size = world_size;
+  env.local_rank = rank;
+  env.launcher = "explicit";
+  if (!init_address.empty()) env.init = detail::parse_init_address(init_address, "init_address");
+  env.timeout = detail::read_comm_timeout(detail::process_env_lookup());
+  if (world_size > 1 && env.init.kind == detail::InitAddress::Kind::none) {
+    throw Error(Errc::invalid_option, "a world of " + std::to_string(world_size) +
+                                          " ranks needs an init_address: tcp://<rank 0's host>:<port> or "
+                                          "file:///<a path every rank sees>");
+  }
+  state_ = detail::create(std::move(env), options);
+}
+
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorState> state) noexcept : state_(std::move(state)) {}
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+int Communicator::rank() const noexcept { return state_->rank; }
+int Communicator::world_size() const noexcept { return state_->world_size; }
+int Communicator::device() const noexcept { return state_->device; }
+std::chrono::milliseconds Communicator::timeout() const noexcept { return state_->timeout; }
+
+void Communicator::synchronize(cudaStream_t stream) {
+  state_->comm.check_usable("synchronize");
+  detail::DeviceGuard guard(state_->device);
+  const detail::SharedEvent done = detail::record_event(state_->device, stream);
+  state_->comm.wait(*done, "synchronize", detail::other_ranks(state_->rank, state_->world_size));
+}
+
+}  // namespace gpuxfer

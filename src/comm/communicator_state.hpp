@@ -1,0 +1,44 @@
+// What a Communicator holds: its place in the job, its device, the NCCL communicator, a stream of its own
+// for the blocking forms and the size exchange, and the order of its operations.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "comm/nccl_comm.hpp"
+#include "runtime/event.hpp"
+#include "runtime/stream.hpp"
+
+namespace gpuxfer::detail {
+
+/// cudaFree / cudaFreeHost under the memory's device; never throws.
+struct DeviceFree {
+  int device = -1;
+  void operator()(void* ptr) const noexcept;
+};
+struct PinnedFree {
+  void operator()(void* ptr) const noexcept;
+};
+
+struct CommunicatorState {
+  int rank = 0;
+  int world_size = 1;
+  int device = 0;
+  std::chrono::milliseconds timeout{};
+  std::string where;  ///< "rank 1 of 2 (device 1)", for messages
+  NcclComm comm;
+  Stream stream;  ///< the blocking forms' and the size exchange's
+  // The size exchange: world_size (bytes, capacity) pairs, on the device (NCCL needs device memory) and
+  // in pinned memory, so that the copies back never make the host wait outside a bounded wait.
+  std::unique_ptr<std::uint64_t, DeviceFree> sizes_device;
+  std::unique_ptr<std::uint64_t, PinnedFree> sizes_host;
+  /// The end of the last operation queued: the next one waits for it, so that the operations of one
+  /// communicator run in the order they were called, whatever the callers' streams.
+  SharedEvent last;
+};
+
+}  // namespace gpuxfer::detail

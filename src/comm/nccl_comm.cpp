@@ -1,0 +1,130 @@
+#include "comm/nccl_comm.hpp"
+
+#include <thread>
+
+#include <gpuxfer/error.hpp>
+
+#include "comm/deadline.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+#include "runtime/log.hpp"
+
+namespace gpuxfer::detail {
+
+std::string other_ranks(int rank, int world_size) {
+  if (world_size == 2) return "rank " + std::to_string(1 - rank);
+  std::string list;
+  for (int r = 0; r < world_size; ++r) {
+    if (r == rank) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return list.empty() ? "no other rank" : "one of ranks " + list + " (NCCL does not say which)";
+}
+
+NcclComm::NcclComm(const ncclUniqueId& id, int rank, int world_size, int device,
+                   std::chrono::milliseconds timeout, std::string where)
+    : device_(device), timeout_(timeout), where_(std::move(where)) {
+  DeviceGuard guard(device);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  // Non-blocking: NCCL's own waits for the other ranks would have no bound; polled, they have ours.
+  config.blocking = 0;
+  const ncclResult_t launched = ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
+  const std::string what = "creating the NCCL communicator of " + std::to_string(world_size) + " ranks";
+  if (launched != ncclSuccess && launched != ncclInProgress) {
+    fail(what, std::string("ncclCommInitRankConfig failed: ") + ncclGetErrorString(launched));
+  }
+  const std::string peers = other_ranks(rank, world_size);
+  poll([](ncclResult_t state) { return state == ncclSuccess; }, what, peers, peers + " did not join");
+  GPUXFER_LOG(info, where_ + ": NCCL communicator of " + std::to_string(world_size) + " ranks ready");
+}
+
+NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
+  if (this != &other) {
+    release();
+    comm_ = std::exchange(other.comm_, nullptr);
+    device_ = other.device_;
+    timeout_ = other.timeout_;
+    where_ = std::move(other.where_);
+    aborted_ = other.aborted_;
+  }
+  return *this;
+}
+
+NcclComm::~NcclComm() { release(); }
+
+void NcclComm::release() noexcept {
+  if (comm_ == nullptr) return;
+  DeviceGuard guard(device_, std::nothrow);
+  ncclComm_t comm = std::exchange(comm_, nullptr);
+  if (aborted_) return;  // ncclCommAbort freed it
+  // Finalising waits for the peers' outstanding work; a dead peer would hold it forever: bounded.
+  ncclResult_t state = ncclCommFinalize(comm);
+  const Deadline deadline(timeout_);
+  while (state == ncclInProgress && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+  }
+  if (state == ncclSuccess) {
+    (void)ncclCommDestroy(comm);
+  } else {
+    GPUXFER_LOG(warn, where_ + ": the NCCL communicator did not finalise (" + ncclGetErrorString(state) +
+                          "); aborting it");
+    (void)ncclCommAbort(comm);
+  }
+}
+
+void NcclComm::check_usable(const std::string& what) const {
+  if (aborted_ || comm_ == nullptr) {
+    throw Error(Errc::comm_error, where_ + ": " + what + ": the communicator was aborted by an earlier failure; "
+                                                         "create a new one (every rank must)");
+  }
+}
+
+void NcclComm::fail(const std::string& what, const std::string& why) {
+  if (comm_ != nullptr && !aborted_) {
+    (void)ncclCommAbort(comm_);
+    aborted_ = true;
+  }
+  throw Error(Errc::comm_error, where_ + ": " + what + ": " + why + "; the NCCL communicator is aborted");
+}
+
+template <class Done>
+void NcclComm::poll(Done&& done, const std::string& what, const std::string& peers, const std::string& stalled) {
+  const Deadline deadline(timeout_);
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t asked = ncclCommGetAsyncError(comm_, &state);
+    if (asked != ncclSuccess) state = asked;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      const char* last = ncclGetLastError(comm_);
+      fail(what, std::string("NCCL reported ") + ncclGetErrorString(state) + " (" + (last ? last : "") +
+                     "): " + peers + ", or its link, failed");
+    }
+    if (done(state)) return;
+    if (deadline.expired()) fail(what, "not complete within " + deadline.describe() + ": " + stalled);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void NcclComm::settle(ncclResult_t launched, const std::string& what, const std::string& peers) {
+  if (launched != ncclSuccess && launched != ncclInProgress) {
+    throw_nccl(static_cast<int>(launched), "the NCCL launch", __FILE__, __LINE__, where_ + ": " + what);
+  }
+  DeviceGuard guard(device_);
+  poll([](ncclResult_t state) { return state == ncclSuccess; }, what, peers, peers + " has not called it");
+}
+
+void NcclComm::wait(const Event& event, const std::string& what, const std::string& peers) {
+  poll(
+      [&](ncclResult_t) {
+        const cudaError_t status = event.query();
+        if (status == cudaErrorNotReady) return false;
+        GPUXFER_CUDA_TRY_CTX(status, where_ + ": " + what);
+        return true;
+      },
+      what, peers, peers + " has not taken part (gone, or not calling it)");
+}
+
+}  // namespace gpuxfer::detail

@@ -53,15 +53,17 @@ struct Options {
   /// Upper bound on pinned host memory held by the staging pool (in use plus cached); at least
   /// min_pool_chunks x chunk_bytes.
   std::size_t pool_limit_bytes = std::size_t{16} << 30;
-  /// Chunk size of the pipelined paths (host staging, scatter/all-gather broadcast).
+  /// Chunk size of the pipelined paths (the staged device copy, scatter/all-gather broadcast); pageable
+  /// transfers take chunks of at most 4 MiB, fewer when this is smaller.
   std::size_t chunk_bytes = std::size_t{8} << 20;
-  /// Threads that copy between pageable and pinned host memory (the calling thread counted).
+  /// Threads that copy between pageable and pinned host memory, besides the calling thread (which queues
+  /// the GPU's copies of a pageable transfer meanwhile).
   unsigned host_threads = default_host_threads();
   /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads threads).
   NumaPlacement numa = NumaPlacement::automatic;
 
-  /// The chunks a pipelined path keeps in flight at most (a pageable broadcast: 4; a staged copy: 3), so
-  /// the least pool_limit_bytes may hold.
+  /// The chunks a pipelined path needs in flight at least (a pageable transfer: 4 slots, more when the
+  /// pool has room; a staged copy: 3), so the least pool_limit_bytes may hold.
   static constexpr std::size_t min_pool_chunks = 4;
 
   /// Built-in defaults overridden by the GPUXFER_* variables of the process environment.

@@ -37,12 +37,6 @@ void ChunkRing::gpu_wait(std::size_t k, cudaStream_t stream) {
   users.clear();
 }
 
-void ChunkRing::host_wait(std::size_t k, const std::string& what) {
-  auto& users = users_[k % users_.size()];
-  for (const SharedEvent& e : users) GPUXFER_CUDA_TRY_CTX(e->synchronize(), what);
-  users.clear();
-}
-
 void ChunkRing::release_to(OperationState& op, const SharedEvent& last) {
   for (HostBuffer& slot : slots_) op.hold(std::move(slot), last);
   slots_.clear();

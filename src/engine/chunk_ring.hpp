@@ -1,11 +1,10 @@
-// The one pipeline of gpuxfer's staged paths: a transfer cut into chunks that pass through a small ring of
-// pooled pinned slots, so that one chunk's copy in overlaps another's copy out. The staged device copy
-// (D2H into a slot, H2D out of it, all on the GPU), the pageable download (D2H into a slot, host threads
-// copy it out) and the pageable broadcast (host threads copy into a slot, H2D out of it) are all this ring.
+// The pipeline of the staged device copy: a transfer cut into chunks that pass through a small ring of
+// pooled pinned slots, D2H into a slot and H2D out of it, all ordered on the GPU, so that one chunk's copy
+// in overlaps another's copy out. (The pageable paths, where host threads fill and drain the slots, are
+// host_pipeline.hpp's.)
 #pragma once
 
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -19,14 +18,10 @@
 
 namespace gpuxfer::detail {
 
-/// Slots of a ring that the GPU fills and drains (staged copy, pageable download): chunk k+1 moves in
-/// while chunk k moves out and chunk k+2's slot waits for its last reader.
+/// Slots of a ring: chunk k+1 moves in while chunk k moves out and chunk k+2's slot waits for its last
+/// reader.
 inline constexpr std::size_t gpu_ring_slots = 3;
-/// Slots of a ring that host threads fill (pageable broadcast): one more, so that the host's copy of a
-/// chunk never waits for the upload just queued.
-inline constexpr std::size_t host_ring_slots = 4;
-static_assert(gpu_ring_slots <= Options::min_pool_chunks && host_ring_slots <= Options::min_pool_chunks,
-              "Options::validate must refuse a pool too small for a ring");
+static_assert(gpu_ring_slots <= Options::min_pool_chunks, "Options::validate must refuse a pool too small for a ring");
 
 /// One chunk of a pipelined transfer: bytes [offset, offset + size) of the whole, staged at @p slot.
 struct Chunk {
@@ -56,9 +51,6 @@ class ChunkRing {
   void record(std::size_t k, SharedEvent done);
   /// Makes @p stream wait, on the GPU, for the work recorded on chunk @p k's slot since the last wait.
   void gpu_wait(std::size_t k, cudaStream_t stream);
-  /// Waits on the host for the work recorded on chunk @p k's slot since the last wait.
-  /// @throws Error(Errc::cuda_error / device_fault) naming @p what
-  void host_wait(std::size_t k, const std::string& what);
   /// Hands the slots to @p op, which keeps them from the pool until @p last has completed.
   void release_to(OperationState& op, const SharedEvent& last);
 

@@ -1,11 +1,14 @@
 #include "engine/downloads.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/chunk_ring.hpp"
+#include "engine/host_pipeline.hpp"
+#include "memory/host_copy_workers.hpp"
+#include "memory/streaming_copy.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
@@ -31,47 +34,130 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
   return record_event(s.ordinal, stream);
 }
 
+namespace {
+
+struct PageableSource {
+  const DeviceRange& range;
+  std::byte* out;
+  StagingRing ring;
+  std::size_t queued = 0;  // chunks whose copy into the ring is queued
+};
+
+// Queues the D2H of chunk k of @p src into its slot and publishes it to the workers.
+void queue_chunk(ManagerState& m, PageableSource& src, std::size_t k) {
+  DeviceStreams& s = m.streams_of(src.range.device);
+  DeviceGuard guard(s.ordinal);
+  StagingSlot& slot = src.ring.slot(k);
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(slot.data, src.range.ptr + src.ring.offset(k), src.ring.size(k),
+                                       cudaMemcpyDeviceToHost, s.d2h.get()),
+                       describe(m, src.range));
+  slot.gpu.assign(1, record_event(s.ordinal, s.d2h.get()));
+  slot.staged.store(k + 1, std::memory_order_release);
+}
+
+// One copy worker of a pageable download: takes the next chunk of @p order (its set's sources, round
+// robin), waits for it to land in its slot, copies it out and frees the slot.
+struct CopyOut {
+  std::vector<std::pair<PageableSource*, std::size_t>> order;
+  std::atomic<std::size_t> next{0};
+
+  void run(ManagerState& m, PipelineStop& stop) {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= order.size() || stop.stopped()) return;
+      auto [src, k] = order[i];
+      StagingSlot& slot = src->ring.slot(k);
+      if (!stop.wait_until([&] { return slot.staged.load(std::memory_order_acquire) == k + 1; })) return;
+      try {
+        GPUXFER_CUDA_TRY_CTX(slot.gpu.front()->synchronize(), describe(m, src->range));
+      } catch (...) {
+        stop.fail();
+        return;
+      }
+      copy_streaming(src->out + src->ring.offset(k), slot.data, src->ring.size(k));
+      slot.released.store(k + 1, std::memory_order_release);
+    }
+  }
+};
+
+}  // namespace
+
 std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const DeviceRange> sources,
                                            std::span<std::byte* const> outs) {
-  struct Source {
-    const DeviceRange& range;
-    std::byte* out;
-    ChunkRing ring;
-  };
-  std::vector<std::unique_ptr<Source>> active;
+  const std::size_t chunk = std::min(m.options.chunk_bytes, host_chunk_bytes);
+  std::vector<std::unique_ptr<PageableSource>> active;
+  bool pipelined = false;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     if (sources[i].size == 0) continue;
-    active.push_back(std::unique_ptr<Source>(
-        new Source{sources[i], outs[i],
-                   ChunkRing(m.pool, sources[i].size, m.options.chunk_bytes, gpu_ring_slots, m.staging_node(sources[i].device))}));
+    const std::size_t slots = 2 * m.host_copy(sources[i].device).size();
+    active.push_back(std::unique_ptr<PageableSource>(new PageableSource{
+        sources[i], outs[i], StagingRing(m.pool, sources[i].size, chunk, slots, m.staging_node(sources[i].device))}));
+    pipelined = pipelined || active.back()->ring.chunk_count() > 1;
   }
   DrainOnError drain;
-  auto issue = [&](Source& src, std::size_t k) {
-    DeviceStreams& s = m.streams_of(src.range.device);
-    DeviceGuard guard(s.ordinal);
-    const Chunk c = src.ring.chunk(k);
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(c.slot, src.range.ptr + c.offset, c.size, cudaMemcpyDeviceToHost, s.d2h.get()),
-                         describe(m, src.range));
-    src.ring.record(k, record_event(s.ordinal, s.d2h.get()));
-  };
-  std::size_t most = 0;
   for (auto& src : active) {
     DeviceStreams& s = m.streams_of(src->range.device);
     drain.add(s.d2h.get());
     DeviceGuard guard(s.ordinal);
     stream_wait(s.d2h.get(), src->range.ready);
-    for (std::size_t k = 0; k < src->ring.slot_count(); ++k) issue(*src, k);
-    most = std::max(most, src->ring.chunk_count());
   }
-  // Round-robin over the sources so every link stays busy while the host copies one chunk out.
-  for (std::size_t k = 0; k < most; ++k) {
+  if (!pipelined) {
+    // One chunk each: queue them all, then copy each out with every worker (small ones on this thread).
+    for (auto& src : active) queue_chunk(m, *src, 0);
     for (auto& src : active) {
-      if (k >= src->ring.chunk_count()) continue;
-      src->ring.host_wait(k, describe(m, src->range));
-      const Chunk c = src->ring.chunk(k);
-      m.host_copy(src->range.device).copy(src->out + c.offset, c.slot, c.size);
-      if (k + src->ring.slot_count() < src->ring.chunk_count()) issue(*src, k + src->ring.slot_count());
+      StagingSlot& slot = src->ring.slot(0);
+      GPUXFER_CUDA_TRY_CTX(slot.gpu.front()->synchronize(), describe(m, src->range));
+      m.host_copy(src->range.device).copy(src->out, slot.data, src->range.size);
     }
+  } else {
+    // The workers of each set copy its sources' chunks out; this thread queues the copies into the slots.
+    std::vector<std::unique_ptr<CopyOut>> sets;
+    std::vector<HostCopyWorkers*> set_workers;
+    auto set_of = [&](HostCopyWorkers* w) -> CopyOut& {
+      const auto it = std::find(set_workers.begin(), set_workers.end(), w);
+      if (it != set_workers.end()) return *sets[static_cast<std::size_t>(it - set_workers.begin())];
+      set_workers.push_back(w);
+      return *sets.emplace_back(std::make_unique<CopyOut>());
+    };
+    std::size_t most = 0;
+    for (auto& src : active) most = std::max(most, src->ring.chunk_count());
+    for (std::size_t k = 0; k < most; ++k) {
+      for (auto& src : active) {
+        if (k < src->ring.chunk_count()) set_of(&m.host_copy(src->range.device)).order.emplace_back(src.get(), k);
+      }
+    }
+    PipelineStop stop;
+    std::vector<std::unique_ptr<CopyTeam>> teams;
+    StopOnExit stop_on_exit(stop);
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      CopyOut* set = sets[i].get();
+      const std::size_t members = std::min(set_workers[i]->size(), set->order.size());
+      teams.push_back(std::make_unique<CopyTeam>(*set_workers[i], members, [&m, &stop, set] { set->run(m, stop); }));
+    }
+    auto queueable = [](const PageableSource& src) {
+      return src.queued < src.ring.chunk_count() && src.ring.free_for(src.queued);
+    };
+    try {
+      for (;;) {
+        bool left = false;
+        for (auto& src : active) {
+          if (queueable(*src)) {
+            queue_chunk(m, *src, src->queued);
+            ++src->queued;
+          }
+          left = left || src->queued < src->ring.chunk_count();
+        }
+        if (!left) break;
+        const bool any = stop.wait_until([&] {
+          return std::any_of(active.begin(), active.end(), [&](const auto& src) { return queueable(*src); });
+        });
+        if (!any) break;  // a worker failed
+      }
+    } catch (...) {
+      stop.fail();
+    }
+    for (auto& team : teams) team->join();
+    stop.rethrow();
   }
   std::vector<SharedEvent> ends;
   for (const DeviceRange& r : sources) {

@@ -1,4 +1,4 @@
-// Host bytes to one or several devices: in place from pinned memory, through a ChunkRing filled by host
+// Host bytes to one or several devices: in place from pinned memory, through a StagingRing filled by host
 // threads from pageable memory.
 #pragma once
 
@@ -20,8 +20,8 @@ enum class UploadMode {
 /// Queues the writes of @p data into every range of @p targets (each at least data.size() bytes), after
 /// each range's ready events, and returns the events after which every target holds the bytes. From
 /// pinned memory (@p pinned) nothing waits on the host: @p data must stay as it is until those events
-/// complete. From pageable memory host threads copy it through a ChunkRing, which this waits for before it
-/// returns: the copies are then done.
+/// complete. From pageable memory host threads copy it through a StagingRing, which this waits for before
+/// it returns: the copies are then done.
 std::vector<SharedEvent> upload_to_all(ManagerState& m, std::span<const std::byte> data,
                                        std::span<const DeviceRange> targets, UploadMode mode, bool pinned);
 

@@ -24,7 +24,7 @@ HostCopyWorkers::HostCopyWorkers(unsigned threads, const std::vector<int>& cpus)
     if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
   }
   // Workers start on first use would complicate copy(); they are cheap while idle.
-  for (unsigned i = 1; i < threads; ++i) {
+  for (unsigned i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { run(); });
     if (!cpus.empty() && pthread_setaffinity_np(workers_.back().native_handle(), sizeof set, &set) != 0) {
       GPUXFER_LOG(warn, "a host copy thread could not be placed on its node's " + std::to_string(cpus.size()) +
@@ -53,6 +53,36 @@ void HostCopyWorkers::run() {
     }
     task();
   }
+}
+
+void HostCopyWorkers::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+CopyTeam::CopyTeam(HostCopyWorkers& workers, std::size_t members, std::function<void()> member)
+    : member_(std::move(member)), left_(static_cast<std::ptrdiff_t>(members)) {
+  for (std::size_t i = 0; i < members; ++i) {
+    try {
+      workers.post([this] {
+        member_();
+        left_.count_down();
+      });
+    } catch (...) {  // out of memory queuing: the members queued run, the others never will
+      left_.count_down(static_cast<std::ptrdiff_t>(members - i));
+      left_.wait();
+      throw;
+    }
+  }
+}
+
+void CopyTeam::join() noexcept {
+  if (joined_) return;
+  left_.wait();
+  joined_ = true;
 }
 
 void HostCopyWorkers::copy(void* dst, const void* src, std::size_t bytes) {

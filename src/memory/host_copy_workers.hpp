@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <latch>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -15,8 +16,7 @@ namespace gpuxfer::detail {
 /// A fixed set of memcpy workers shared by every pageable path of one manager.
 class HostCopyWorkers {
  public:
-  /// @p threads workers in all, the calling thread counted as one of them; the others run on @p cpus
-  /// (a NUMA node's) when it is not empty.
+  /// @p threads workers, on @p cpus (a NUMA node's) when it is not empty.
   explicit HostCopyWorkers(unsigned threads, const std::vector<int>& cpus = {});
   ~HostCopyWorkers();
   HostCopyWorkers(const HostCopyWorkers&) = delete;
@@ -26,6 +26,12 @@ class HostCopyWorkers {
   /// copy_streaming (non-temporal stores where the CPU has them); returns when done.
   void copy(void* dst, const void* src, std::size_t bytes);
 
+  /// The number of worker threads.
+  [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
+
+  /// Queues @p task to run once on a worker. For CopyTeam.
+  void post(std::function<void()> task);
+
  private:
   void run();
 
@@ -34,6 +40,25 @@ class HostCopyWorkers {
   std::queue<std::function<void()>> tasks_;
   bool stopping_ = false;
   std::vector<std::jthread> workers_;
+};
+
+/// @p members runs of one function on the workers at once, while the calling thread does something else
+/// (queues the GPU's part of a pipeline). The destructor waits for every member to return: declare the team
+/// after what its function uses. The function must return on its own, and must not throw.
+class CopyTeam {
+ public:
+  CopyTeam(HostCopyWorkers& workers, std::size_t members, std::function<void()> member);
+  ~CopyTeam() { join(); }
+  CopyTeam(const CopyTeam&) = delete;
+  CopyTeam& operator=(const CopyTeam&) = delete;
+
+  /// Waits for every member to return.
+  void join() noexcept;
+
+ private:
+  std::function<void()> member_;
+  std::latch left_;
+  bool joined_ = false;
 };
 
 }  // namespace gpuxfer::detail

@@ -212,6 +212,12 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
                                        << ") where nothing should have been";
 }
 
+std::string failures(const std::vector<std::string>& errors) {
+  std::string text;
+  for (const std::string& e : errors) text += "\n  " + e;
+  return text;
+}
+
 std::vector<std::string> run_threads(std::size_t threads, const std::function<void(std::size_t)>& body) {
   std::vector<std::string> errors(threads);
   std::vector<std::thread> pool;

@@ -236,4 +236,7 @@ class PerDeviceSizes : public Base, public ::testing::WithParamInterface<std::si
 /// Runs @p body on @p threads threads at once and joins them; returns what each one threw.
 std::vector<std::string> run_threads(std::size_t threads, const std::function<void(std::size_t)>& body);
 
+/// @p errors one per line, for a failure message.
+[[nodiscard]] std::string failures(const std::vector<std::string>& errors);
+
 }  // namespace gpuxfer::test

@@ -32,12 +32,6 @@ Scale scale() {
   return {big - 5, chunk, 8 * chunk};
 }
 
-std::string failures(const std::vector<std::string>& errors) {
-  std::string text;
-  for (const std::string& e : errors) text += "\n  " + e;
-  return text;
-}
-
 template <class Base>
 class LimitsTest : public Base {
  protected:

@@ -14,12 +14,6 @@ constexpr int kRounds = 6;
 using GpuThreads = SmallChunks<GpuTest>;
 using MultiGpuThreads = SmallChunks<MultiGpuTest>;
 
-std::string failures(const std::vector<std::string>& errors) {
-  std::string text;
-  for (const std::string& e : errors) text += "\n  " + e;
-  return text;
-}
-
 TEST_F(GpuThreads, ConcurrentGathersOfOneEngine) {
   for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, 8 * kMiB + 1 + i);
   std::atomic<std::size_t> bad{0};

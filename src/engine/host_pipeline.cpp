@@ -1,0 +1,72 @@
+#include "engine/host_pipeline.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::detail {
+
+StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node)
+    : chunk_(std::max<std::size_t>(1, std::min(chunk, total))),
+      total_(total),
+      chunks_((total + chunk_ - 1) / chunk_) {
+  if (chunks_ == 0) return;
+  const std::size_t least = std::min(min_slots, chunks_);
+  std::size_t count = std::max(least, std::min(slots, chunks_));
+  for (;;) {
+    try {
+      block_ = pool.acquire(count * chunk_, node);
+      break;
+    } catch (const Error& e) {
+      if (e.code() != Errc::out_of_memory || count == least) throw;
+      count = std::max(least, count / 2);
+    }
+  }
+  slot_count_ = count;
+  slots_ = std::make_unique<StagingSlot[]>(count);
+  for (std::size_t i = 0; i < count; ++i) slots_[i].data = block_.data() + i * chunk_;
+}
+
+StagingRing::~StagingRing() {
+  for (std::size_t i = 0; i < slot_count_; ++i) {
+    for (const SharedEvent& e : slots_[i].gpu) (void)e->synchronize();
+  }
+  (void)cudaGetLastError();
+}
+
+std::size_t StagingRing::size(std::size_t k) const noexcept { return std::min(chunk_, total_ - k * chunk_); }
+
+bool StagingRing::free_for(std::size_t k) const noexcept {
+  return k < slot_count_ || slot(k).released.load(std::memory_order_acquire) == k - slot_count_ + 1;
+}
+
+void PipelineStop::fail() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (!first_) first_ = std::current_exception();
+  }
+  stop();
+}
+
+void PipelineStop::rethrow() {
+  std::lock_guard lock(mutex_);
+  if (first_) std::rethrow_exception(first_);
+}
+
+void PipelineStop::relax(unsigned spins) noexcept {
+  // A chunk takes tens of microseconds to arrive: spin briefly, then let other threads run.
+  if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace gpuxfer::detail

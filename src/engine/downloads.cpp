@@ -71,7 +71,7 @@ struct CopyOut {
       try {
         GPUXFER_CUDA_TRY_CTX(slot.gpu.front()->synchronize(), describe(m, src->range));
       } catch (...) {
-        stop.fail();
+        stop.fail(std::current_exception());
         return;
       }
       copy_streaming(src->out + src->ring.offset(k), slot.data, src->ring.size(k));
@@ -154,7 +154,7 @@ std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const Devi
         if (!any) break;  // a worker failed
       }
     } catch (...) {
-      stop.fail();
+      stop.fail(std::current_exception());
     }
     for (auto& team : teams) team->join();
     stop.rethrow();

@@ -45,17 +45,21 @@ bool StagingRing::free_for(std::size_t k) const noexcept {
   return k < slot_count_ || slot(k).released.load(std::memory_order_acquire) == k - slot_count_ + 1;
 }
 
-void PipelineStop::fail() noexcept {
+void PipelineStop::fail(std::exception_ptr failure) noexcept {
   {
     std::lock_guard lock(mutex_);
-    if (!first_) first_ = std::current_exception();
+    if (!first_) first_ = std::move(failure);
   }
   stop();
 }
 
-void PipelineStop::rethrow() {
+std::exception_ptr PipelineStop::failure() {
   std::lock_guard lock(mutex_);
-  if (first_) std::rethrow_exception(first_);
+  return first_;
+}
+
+void PipelineStop::rethrow() {
+  if (std::exception_ptr first = failure()) std::rethrow_exception(first);
 }
 
 void PipelineStop::relax(unsigned spins) noexcept {

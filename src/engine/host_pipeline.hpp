@@ -78,11 +78,16 @@ static_assert(StagingRing::min_slots <= Options::min_pool_chunks, "Options::vali
 /// What stops every thread of one pipeline: the first failure, kept to be thrown by the calling thread.
 class PipelineStop {
  public:
-  /// Stops the pipeline with the exception in flight (call from a catch block). Never throws.
-  void fail() noexcept;
+  /// Stops the pipeline with @p failure, kept unless one came first. Pass std::current_exception() from
+  /// the catch block: it must be taken in the binary that caught the exception, since a toolchain that
+  /// links parts of libstdc++ statically into libgpuxfer gives the library its own exception state (the
+  /// runner's /opt/gcc does). Never throws.
+  void fail(std::exception_ptr failure) noexcept;
   /// Stops the pipeline without an error (its caller is leaving).
   void stop() noexcept { stopped_.store(true, std::memory_order_release); }
   [[nodiscard]] bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+  /// The first failure; null if none.
+  [[nodiscard]] std::exception_ptr failure();
   /// Throws the first failure, if any.
   void rethrow();
 

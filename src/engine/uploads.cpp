@@ -79,7 +79,7 @@ class HostSource {
       try {
         for (const SharedEvent& e : slot.gpu) GPUXFER_CUDA_TRY_CTX(e->synchronize(), "broadcast staging");
       } catch (...) {
-        stop_.fail();
+        stop_.fail(std::current_exception());
         return;
       }
       slot.gpu.clear();

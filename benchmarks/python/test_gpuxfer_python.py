@@ -2,7 +2,7 @@
 
 import unittest
 
-from gpuxfer_python import compare, parse_args, verdicts
+from gpuxfer_python import IN_PROCESS, compare, interleaved_row, parse_args, verdicts
 
 
 def row(op, size, us, compare_to=None):
@@ -58,6 +58,33 @@ class CompareTest(unittest.TestCase):
         self.assertTrue(small["met"])
         self.assertFalse(large["met"])
         self.assertEqual(large["measure"], "not measured")
+
+    def test_the_interleaved_row_takes_the_round_least_above_cpp_and_keeps_them_all(self):
+        r = interleaved_row([(12.0, 8.0), (9.5, 8.4), (10.0, 7.0)])
+        self.assertEqual((r["py_us"], r["cpp_us"]), (9.5, 8.4))
+        self.assertAlmostEqual(r["above_us"], 1.1)
+        self.assertTrue(r["met"])
+        self.assertEqual(len(r["rounds"]), 3)
+        self.assertIn("best of 3 rounds", r["method"])
+        self.assertFalse(interleaved_row([(11.0, 8.0), (12.5, 9.0)])["met"])  # 3 and 3.5 us above
+
+    def test_in_process_targets_take_the_interleaved_row_and_leave_the_cross_process_one_untargeted(self):
+        size = 256 << 20
+        cross = compare(
+            [row("py_gather", 4096, 19.0, "gather"), row("py_gather", size, 1000.0, "gather")],
+            [row("gather", 4096, 9.0), row("gather", size, 990.0)],
+            IN_PROCESS,
+        )
+        small_cross = next(r for r in cross if r["size"] == 4096)
+        self.assertIsNone(small_cross["target"])
+        self.assertTrue(small_cross["met"])  # 10 us above, another process: shown, not judged
+        rows = [interleaved_row([(9.3, 8.2)])] + cross
+        small, large = verdicts(rows)
+        self.assertTrue(small["met"])
+        self.assertIn("+1.10 us", small["measure"])
+        self.assertTrue(large["met"])
+        [only_small] = verdicts(rows[:1], only=IN_PROCESS)
+        self.assertEqual(only_small["name"], "4 KiB gather")
 
     def test_short_mode_sizes_and_unknown_ops(self):
         self.assertEqual(parse_args(["--short"]).sizes, [4 << 10, 1 << 20, 64 << 20, 256 << 20])

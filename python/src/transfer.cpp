@@ -3,6 +3,7 @@
 // Device memory arrives as (pointer, bytes) from gpuxfer/_arrays.py, which reads DLPack and
 // __cuda_array_interface__; host memory as any array host_view accepts. gpuxfer.Transfer
 // (python/gpuxfer/_transfer.py) is the public face.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -91,6 +92,21 @@ nb::object gather_all(nb::handle self, nb::handle stream) {
   InFlight counted(t);
   GatherHandle h = ordered(t, *s, nb::none(), [&] { return t.engine.gather_all_async(*s); });
   return handle_of(self, t, std::move(h));
+}
+
+// For benchmarks/python: @p calls blocking gather_all calls, each timed in C++ (steady_clock around the
+// call, the results given back after the clock stops, the GIL released throughout): the C++ call in this
+// very process, to set beside the same call from Python. Seconds, one per call.
+std::vector<double> time_gather_all(Transfer& t, std::size_t calls) {
+  std::vector<double> seconds(calls);
+  released(t, [&] {
+    for (double& s : seconds) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::vector<HostBuffer> out = t.engine.gather_all();
+      s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  });
+  return seconds;
 }
 
 void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data, nb::handle stream) {
@@ -236,6 +252,8 @@ void bind_transfer(nb::module_& m) {
           },
           nb::arg("dst_device"))
       .def("gather_all", &gather_all, nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("_time_gather_all", &time_gather_all, nb::arg("calls"),
+           "Seconds of each of `calls` blocking gather_all calls timed in C++ (for the Python bench)")
       .def("gather_into", &gather_into, nb::arg("out"), nb::arg("skip_device") = nb::none(), nb::kw_only(),
            nb::arg("stream") = nb::none())
       .def("_gather_slices", &gather_slices, nb::arg("slices"), nb::arg("out"), nb::arg("stream").none(),

@@ -191,3 +191,15 @@ def test_two_threads_gather_at_once(manager, lib):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_time_gather_all_times_the_cpp_call_and_gives_every_block_back(manager, lib):
+    """The bench's in-process C++ timing (Transfer._time_gather_all): one positive time per call, and the
+    results of those calls are back in the pool when it returns."""
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 4096)
+    seconds = transfer._time_gather_all(25)
+    assert len(seconds) == 25
+    assert all(0 < s < 10 for s in seconds), seconds
+    assert manager.pinned_pool_stats()["in_use"] == 0
+    assert transfer._time_gather_all(0) == []

@@ -209,6 +209,17 @@ if ((run_default)); then
   else
     summary+=("bench: no $bench, not run")
   fi
+  # The small calls alone, back to back and after pauses (informational, appended to bench.log).
+  probe=$build/benchmarks/gpuxfer-probe-small-calls
+  if [[ -x $probe ]]; then
+    section "probe: small calls"
+    { printf '\n=== gpuxfer-probe-small-calls\n'; "$probe"; } >>"$logs/bench.log" 2>&1
+    probe_rc=$?
+    sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log"
+    summary+=("probe small calls: exit code $probe_rc (informational; bench.log):")
+    while IFS= read -r line; do summary+=("  $line"); done < <(
+      sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log" | grep -E 'median|probe-small-calls:')
+  fi
 
 fi
 

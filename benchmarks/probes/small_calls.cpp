@@ -1,0 +1,132 @@
+// gpuxfer-probe-small-calls: the library's small calls timed alone, many in a row, in one process, to set
+// beside gpuxfer-bench's rows (one call per sample, after that sample's preparation and before its check):
+// gather_slices of 1000 x 4 KiB pieces of device 0 into pinned memory (back to back, after a memset of the
+// pieces and a device sync, after a CPU memset of the output, after streaming stores over it, after a
+// pause), one cudaMemcpyAsync per piece, and a 4 KiB gather_all (back to back, after a fill and a
+// re-registration) against the raw copy + event wait. Medians, min and max in microseconds; the
+// gathered bytes are checked.
+//
+//   gpuxfer-probe-small-calls [pause_ms]    (the pause of the "after a pause" case, default 5)
+//
+// Exit 0 when the bytes were right, 1 otherwise, 2 without a GPU.
+#include <gpuxfer/gpuxfer.hpp>
+
+#include <cuda_runtime_api.h>
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "gpuxfer-probe-small-calls: %s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+// @p calls runs of @p call, each after @p before (untimed); prints the median, min and max.
+void report(const char* what, int calls, const std::function<void()>& before, const std::function<void()>& call) {
+  std::vector<double> us;
+  for (int i = 0; i < calls; ++i) {
+    before();
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("%-58s median %8.1f us  (min %.1f, max %.1f, %d calls)\n", what, us[us.size() / 2], us.front(),
+              us.back(), calls);
+}
+
+int run(int pause_ms) {
+  constexpr std::size_t count = 1000, piece = 4096, stride = 8192;  // as gpuxfer-bench's small_gather
+  auto manager = gpuxfer::MultiGpuManager::create();
+  gpuxfer::InterGpuTransfer transfer(manager);
+  const int ordinal = manager->device(0).ordinal;
+  check(cudaSetDevice(ordinal), "cudaSetDevice");
+  char* arena = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&arena), count * stride), "cudaMalloc");
+  check(cudaMemset(arena, 0x11, count * stride), "cudaMemset");
+  char* out = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&out), count * piece, cudaHostAllocPortable), "cudaHostAlloc");
+  std::vector<gpuxfer::DeviceSlice> slices;
+  for (std::size_t k = 0; k < count; ++k) slices.push_back({0, arena + k * stride, piece});
+  const std::span<std::byte> into(reinterpret_cast<std::byte*>(out), count * piece);
+  const auto gather_slices = [&] { (void)transfer.gather_slices(slices, into); };
+  const auto nothing = [] {};
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  for (int i = 0; i < 20; ++i) gather_slices();
+
+  report("gather_slices, back to back", 300, nothing, gather_slices);
+  report("gather_slices, after a memset of the pieces + device sync", 30, [&] {
+    check(cudaMemset(arena, 0x11, count * stride), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }, gather_slices);
+  report("gather_slices, after a CPU memset of the output", 60, [&] { std::memset(out, 0xA5, count * piece); },
+         gather_slices);
+  report("gather_slices, after streaming stores over the output", 60, [&] {
+    const __m128i poison = _mm_set1_epi8(static_cast<char>(0xA5));
+    for (std::size_t o = 0; o < count * piece; o += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + o), poison);
+    _mm_sfence();
+  }, gather_slices);
+  std::printf("# the pause below: %d ms of sleep before each call\n", pause_ms);
+  report("gather_slices, after a pause", 30, [&] { std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms)); },
+         gather_slices);
+  const std::size_t wrong = static_cast<std::size_t>(count * piece - std::count(out, out + count * piece, 0x11));
+
+  cudaStream_t raw = nullptr;
+  check(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  report("one cudaMemcpyAsync per piece, then a stream sync", 20, nothing, [&] {
+    for (std::size_t k = 0; k < count; ++k) {
+      check(cudaMemcpyAsync(out + k * piece, arena + k * stride, piece, cudaMemcpyDeviceToHost, raw), "D2H");
+    }
+    check(cudaStreamSynchronize(raw), "cudaStreamSynchronize");
+  });
+
+  char* small = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&small), piece), "cudaMalloc");
+  cudaStream_t own = nullptr;
+  check(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  gpuxfer::InterGpuTransfer one(manager);
+  one.set_device_buffer(0, small, piece, own);
+  for (int i = 0; i < 300; ++i) (void)one.gather_all();
+  report("4 KiB gather_all, back to back", 3000, nothing, [&] { (void)one.gather_all(); });
+  report("4 KiB gather_all, after a fill + set_device_buffer", 50, [&] {
+    check(cudaMemsetAsync(small, 0x22, piece, own), "cudaMemsetAsync");
+    check(cudaStreamSynchronize(own), "cudaStreamSynchronize");
+    one.set_device_buffer(0, small, piece, own);
+  }, [&] { (void)one.gather_all(); });
+  char* pinned = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&pinned), piece, cudaHostAllocPortable), "cudaHostAlloc");
+  cudaEvent_t done = nullptr;
+  check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  report("4 KiB raw cudaMemcpyAsync + event wait, back to back", 3000, nothing, [&] {
+    check(cudaMemcpyAsync(pinned, small, piece, cudaMemcpyDeviceToHost, raw), "D2H");
+    check(cudaEventRecord(done, raw), "cudaEventRecord");
+    check(cudaEventSynchronize(done), "cudaEventSynchronize");
+  });
+  const std::vector<gpuxfer::HostBuffer> last = one.gather_all();
+  const bool small_right = last.size() == 1 && last[0].size() == piece &&
+                           std::all_of(last[0].data(), last[0].data() + piece, [](std::byte b) { return b == std::byte{0x22}; });
+  std::printf("# gpuxfer-probe-small-calls: %s: gather_slices %zu bytes wrong, gather_all %s\n",
+              wrong == 0 && small_right ? "OK" : "FAILED", wrong, small_right ? "right" : "WRONG");
+  return wrong == 0 && small_right ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc > 1 ? std::max(0, std::atoi(argv[1])) : 5);
+  } catch (const gpuxfer::Error& e) {
+    std::fprintf(stderr, "gpuxfer-probe-small-calls: %s\n", e.what());
+    return e.code() == gpuxfer::Errc::no_device ? 2 : 1;
+  }
+}

@@ -218,7 +218,7 @@ if ((run_default)); then
     sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log"
     summary+=("probe small calls: exit code $probe_rc (informational; bench.log):")
     while IFS= read -r line; do summary+=("  $line"); done < <(
-      sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log" | grep -E 'median|probe-small-calls:')
+      sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log" | grep -E "median|timeline|probe-small-calls:")
   fi
 
 fi

@@ -3,8 +3,9 @@
 // gather_slices of 1000 x 4 KiB pieces of device 0 into pinned memory (back to back, after a memset of the
 // pieces and a device sync, after a CPU memset of the output, after streaming stores over it, after a
 // pause), one cudaMemcpyAsync per piece, and a 4 KiB gather_all (back to back, after a fill and a
-// re-registration) against the raw copy + event wait. Medians, min and max in microseconds; the
-// gathered bytes are checked.
+// re-registration, after a pause) against the raw copy + event wait, and the raw copy's timeline (queueing,
+// the copy on the GPU, until the host sees it) back to back and after a pause: where a slow mode's time
+// goes. Medians, min and max in microseconds; the gathered bytes are checked.
 //
 //   gpuxfer-probe-small-calls [pause_ms]    (the pause of the "after a pause" case, default 5)
 //
@@ -43,6 +44,39 @@ void report(const char* what, int calls, const std::function<void()>& before, co
   std::sort(us.begin(), us.end());
   std::printf("%-58s median %8.1f us  (min %.1f, max %.1f, %d calls)\n", what, us[us.size() / 2], us.front(),
               us.back(), calls);
+}
+
+// Where the time of one raw 4 KiB D2H + event wait goes, back to back (@p pause_ms 0) or after a pause:
+// queueing (host clock around the two records and the copy), the copy on the GPU (timing events around
+// it), and the rest until the host sees the event (launch latency and wake-up). Medians of 200 calls.
+void timeline(char* pinned, const char* device, std::size_t bytes, cudaStream_t stream, int pause_ms) {
+  cudaEvent_t before = nullptr, after = nullptr;
+  check(cudaEventCreate(&before), "cudaEventCreate");
+  check(cudaEventCreate(&after), "cudaEventCreate");
+  std::vector<double> queue_us, copy_us, total_us;
+  for (int i = 0; i < 200; ++i) {
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    const auto start = std::chrono::steady_clock::now();
+    check(cudaEventRecord(before, stream), "cudaEventRecord");
+    check(cudaMemcpyAsync(pinned, device, bytes, cudaMemcpyDeviceToHost, stream), "D2H");
+    check(cudaEventRecord(after, stream), "cudaEventRecord");
+    const auto queued = std::chrono::steady_clock::now();
+    check(cudaEventSynchronize(after), "cudaEventSynchronize");
+    const auto seen = std::chrono::steady_clock::now();
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, before, after), "cudaEventElapsedTime");
+    queue_us.push_back(std::chrono::duration<double, std::micro>(queued - start).count());
+    copy_us.push_back(static_cast<double>(ms) * 1e3);
+    total_us.push_back(std::chrono::duration<double, std::micro>(seen - start).count());
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("4 KiB raw copy timeline, %s: queueing %.2f us, copy on the GPU %.2f us, until seen %.2f us\n",
+              pause_ms > 0 ? "after a pause" : "back to back", median(queue_us), median(copy_us), median(total_us));
+  check(cudaEventDestroy(before), "cudaEventDestroy");
+  check(cudaEventDestroy(after), "cudaEventDestroy");
 }
 
 int run(int pause_ms) {
@@ -112,6 +146,10 @@ int run(int pause_ms) {
     check(cudaEventRecord(done, raw), "cudaEventRecord");
     check(cudaEventSynchronize(done), "cudaEventSynchronize");
   });
+  timeline(pinned, small, piece, raw, 0);
+  timeline(pinned, small, piece, raw, pause_ms);
+  report("4 KiB gather_all, after a pause", 30, [&] { std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms)); },
+         [&] { (void)one.gather_all(); });
   const std::vector<gpuxfer::HostBuffer> last = one.gather_all();
   const bool small_right = last.size() == 1 && last[0].size() == piece &&
                            std::all_of(last[0].data(), last[0].data() + piece, [](std::byte b) { return b == std::byte{0x22}; });

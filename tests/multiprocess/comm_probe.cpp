@@ -1,6 +1,7 @@
 // One rank of a Communicator test job, started alone (a world of one) or by `gpuxfer launch -n N`:
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
-//                    1 MiB + 7 (gather: different sizes per rank too), every byte compared; prints
+//                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them),
+//                    every byte compared; prints
 //                    "rank R of N: C checks passed" and exits 0, else prints the first mismatch and exits 1
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
@@ -101,6 +102,40 @@ struct Checker {
     expect_tail(got, total, what);
   }
 
+  // gather_to_host: on the root one HostBuffer per rank holding exactly that rank's bytes, elsewhere none.
+  // The send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not waited):
+  // the gather must start after it.
+  void gather_to_host(std::size_t base, bool equal, int root) {
+    const auto size_of = [&](int r) { return equal ? base : base + 3 * static_cast<std::size_t>(r); };
+    const std::size_t mine = size_of(comm.rank());
+    const std::string what = "gather_to_host " + std::to_string(mine) + " to " + std::to_string(root);
+    DeviceMemory send(comm.device(), mine + 64);
+    std::vector<std::byte> host(mine);
+    gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + 1);
+    if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
+    const auto out = comm.gather_to_host(send.get(), mine, root);
+    cuda_check(cudaStreamSynchronize(0), "the fill");
+    ++checks;
+    if (comm.rank() != root) {
+      if (!out.empty() && first_failure.empty()) first_failure = what + ": a non-root rank got buffers";
+      return;
+    }
+    if (out.size() != static_cast<std::size_t>(comm.world_size())) {
+      if (first_failure.empty()) first_failure = what + ": " + std::to_string(out.size()) + " buffers";
+      return;
+    }
+    for (int r = 0; r < comm.world_size(); ++r) {
+      ++checks;
+      const std::string part = what + ", rank " + std::to_string(r) + "'s buffer";
+      if (out[r].size() != size_of(r)) {
+        if (first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
+        continue;
+      }
+      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + 1);
+      if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
+    }
+  }
+
   void all_gather(std::size_t bytes, bool async, cudaStream_t stream) {
     const std::size_t total = bytes * static_cast<std::size_t>(comm.world_size());
     const std::string what = "all_gather " + std::to_string(bytes);
@@ -144,6 +179,10 @@ int run_ops() {
         check.broadcast(bytes, a, async, stream.get());
         check.gather(bytes, true, a, async, stream.get());
         check.gather(bytes, false, a, async, stream.get());
+        if (async) {
+          check.gather_to_host(bytes, true, a);
+          check.gather_to_host(bytes, false, a);
+        }
         for (int b = 0; b < comm.world_size(); ++b) check.copy(bytes, a, b, async, stream.get());
       }
       check.all_gather(bytes, async, stream.get());

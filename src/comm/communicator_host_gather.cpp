@@ -59,7 +59,7 @@ void know_nodes(CommunicatorState& s, const std::string& what) {
   const std::size_t record = sizeof(detail::NodeRecord);
   const std::size_t all = record * static_cast<std::size_t>(s.world_size);
   HostBuffer host = pool_of(s).acquire(all);
-  const detail::NodeRecord mine = detail::local_node_record(make_nonce());
+  const detail::NodeRecord mine = detail::local_node_record(make_nonce(), s.node_id);
   std::memcpy(host.data() + record * static_cast<std::size_t>(s.rank), &mine, record);
   void* ptr = nullptr;
   const std::string step = what + " (the exchange of node identities)";

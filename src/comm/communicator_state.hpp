@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct CommunicatorState {
   // gather_to_host (made on its first call): every rank's node record and its node's first rank, the
   // count of calls (part of the shared segments' names), the pool of the root's HostBuffers, and the
   // root's device staging for other nodes' bytes.
+  std::optional<std::string> node_id;  ///< GPUXFER_NODE_ID, read at creation
   std::vector<NodeRecord> nodes;
   std::vector<int> node_leaders;
   std::uint64_t host_gathers = 0;

@@ -5,10 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <gpuxfer/options.hpp>
 
 namespace gpuxfer::detail {
 
@@ -30,8 +33,16 @@ static_assert(sizeof(NodeRecord) == 256);
                                           std::string_view shm_device, std::uint64_t pid,
                                           std::uint64_t nonce);
 
+/// GPUXFER_NODE_ID through @p lookup: nullopt when unset.
+/// @throws Error(Errc::invalid_option) for an empty value, one over 128 characters or one with a
+///         character outside ASCII's printable ones (naming the variable and its value)
+[[nodiscard]] std::optional<std::string> read_node_id(const EnvLookup& lookup);
+
 /// This process's record: gethostname, /proc/sys/kernel/random/boot_id, stat("/dev/shm").st_dev, getpid.
-[[nodiscard]] NodeRecord local_node_record(std::uint64_t nonce);
+/// A @p node_id (GPUXFER_NODE_ID) stands for the host name and boot id: ranks of one host that set
+/// different ones count as different nodes (how a test on one machine takes the path between nodes);
+/// the /dev/shm device still counts, so equal ids never join two mounts.
+[[nodiscard]] NodeRecord local_node_record(std::uint64_t nonce, const std::optional<std::string>& node_id);
 
 /// The identity as text (for messages).
 [[nodiscard]] std::string identity_text(const NodeRecord& record);

@@ -2,6 +2,7 @@
 // comparison) and which way each rank's bytes take, where they land, and the sizes it refuses.
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,11 +53,34 @@ TEST(HostGatherNodes, AnUnknownNodeIsThisProcessAlone) {
 }
 
 TEST(HostGatherNodes, ThisProcessHasAKnownNode) {
-  const NodeRecord here = detail::local_node_record(5);
+  const NodeRecord here = detail::local_node_record(5, std::nullopt);
   EXPECT_EQ(here.pid, static_cast<std::uint64_t>(::getpid()));
   EXPECT_EQ(here.nonce, 5u);
-  EXPECT_EQ(detail::identity_text(here), detail::identity_text(detail::local_node_record(6)));
+  EXPECT_EQ(detail::identity_text(here), detail::identity_text(detail::local_node_record(6, std::nullopt)));
   EXPECT_NE(detail::identity_text(here).find(" boot "), std::string::npos) << detail::identity_text(here);
+}
+
+TEST(HostGatherNodes, ANodeIdStandsForTheHost) {
+  const auto a = detail::identity_text(detail::local_node_record(1, std::string("a")));
+  EXPECT_NE(a.find("GPUXFER_NODE_ID=a "), std::string::npos) << a;
+  EXPECT_EQ(a, detail::identity_text(detail::local_node_record(2, std::string("a"))));
+  EXPECT_NE(a, detail::identity_text(detail::local_node_record(1, std::string("b"))));
+  EXPECT_NE(a, detail::identity_text(detail::local_node_record(1, std::nullopt)));
+}
+
+TEST(HostGatherNodes, ReadsAndChecksTheNodeId) {
+  const auto lookup_of = [](std::optional<std::string> value) {
+    return [value](std::string_view name) { return name == "GPUXFER_NODE_ID" ? value : std::nullopt; };
+  };
+  EXPECT_EQ(detail::read_node_id(lookup_of(std::nullopt)), std::nullopt);
+  EXPECT_EQ(detail::read_node_id(lookup_of("rack4-node2")), "rack4-node2");
+  EXPECT_EQ(detail::read_node_id(lookup_of(std::string(128, 'x'))), std::string(128, 'x'));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of("")); }, Errc::invalid_option,
+                           "GPUXFER_NODE_ID=''", "1 to 128 printable"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of(std::string(129, 'x'))); },
+                           Errc::invalid_option, "GPUXFER_NODE_ID='xxx"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of("two words")); }, Errc::invalid_option,
+                           "GPUXFER_NODE_ID='two words'"));
 }
 
 TEST(HostGatherNodes, LeadersAreEachNodesFirstRank) {

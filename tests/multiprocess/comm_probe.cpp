@@ -3,6 +3,9 @@
 //                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them),
 //                    every byte compared; prints
 //                    "rank R of N: C checks passed" and exits 0, else prints the first mismatch and exits 1
+//   ops separate-nodes
+//                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
+//                    takes the path between nodes (NCCL to the root's GPU) instead of the shared segment
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <cstdio>
@@ -169,7 +172,11 @@ struct Checker {
   }
 };
 
-int run_ops() {
+int run_ops(bool separate_nodes) {
+  if (separate_nodes) {
+    const std::string id = "comm-probe-rank-" + std::to_string(gpuxfer::detail::launch_env_from_process().rank);
+    ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
+  }
   Communicator comm = Communicator::from_environment();
   gpuxfer::testing::Stream stream(comm.device());
   Checker check{comm, 0, {}};
@@ -215,7 +222,7 @@ int exit_early(int leaver) {
 
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "ops") return run_ops();
+  if (mode == "ops") return run_ops(argc > 2 && std::string(argv[2]) == "separate-nodes");
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

@@ -118,8 +118,10 @@ class Communicator {
   /// Gathers every rank's @p bytes at @p send (device memory of this rank's device; sizes may differ per
   /// rank, 0 included) to @p root's host. Returns on the root one HostBuffer per rank, in rank order,
   /// holding exactly that rank's bytes (empty for 0); on the other ranks an empty vector. Blocking: starts
-  /// after the work queued on the legacy default stream and returns when the bytes are in the root's
-  /// buffers; every wait is bounded by the timeout. Not yet run on a GPU.
+  /// after the work queued on the legacy default stream and after this communicator's earlier operations
+  /// (whatever their streams), comes before its later ones, and returns when the bytes are in the root's
+  /// buffers. It waits on the host for three exchanges of two words a rank (four on the first call, which
+  /// also exchanges the ranks' nodes), each bounded by the timeout. Not yet run on a GPU.
   ///
   /// Paths. The ranks on the root's node (same host name, boot id and /dev/shm, exchanged once, on the
   /// first call) each copy from their own GPU, over their own PCIe link, into their page-locked part of a

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <gpuxfer/buffer_ranges.hpp>
+#include <gpuxfer/host_buffer.hpp>
 
 namespace gpuxfer {
 
@@ -113,6 +114,32 @@ class Communicator {
   void copy_async(int src, int dst, const void* send, void* recv, std::size_t bytes, cudaStream_t stream);
   /// Blocking copy_async. @throws as copy_async and broadcast
   void copy(int src, int dst, const void* send, void* recv, std::size_t bytes);
+
+  /// Gathers every rank's @p bytes at @p send (device memory of this rank's device; sizes may differ per
+  /// rank, 0 included) to @p root's host. Returns on the root one HostBuffer per rank, in rank order,
+  /// holding exactly that rank's bytes (empty for 0); on the other ranks an empty vector. Blocking: starts
+  /// after the work queued on the legacy default stream and after this communicator's earlier operations
+  /// (whatever their streams), comes before its later ones, and returns when the bytes are in the root's
+  /// buffers. It waits on the host for three exchanges of two words a rank (four on the first call, which
+  /// also exchanges the ranks' nodes), each bounded by the timeout. Not yet run on a GPU.
+  ///
+  /// Paths. The ranks on the root's node (same host name, boot id and /dev/shm, exchanged once, on the
+  /// first call) each copy from their own GPU, over their own PCIe link, into their page-locked part of a
+  /// POSIX shared-memory segment that the root creates for the call and unlinks before returning; the root
+  /// then copies each part into a HostBuffer of its own (a copy in host memory, chosen over buffers that
+  /// view the segment so that a HostBuffer is always a pool lease the caller may keep as long as it likes).
+  /// The ranks of other nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls,
+  /// the size of the largest so far), which the root copies down. The root's HostBuffers are leases of
+  /// pinned memory from a pool of the communicator's, kept alive by the buffers.
+  ///
+  /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
+  ///         @p send is not @p bytes of this rank's device memory; Error(Errc::out_of_memory) when the
+  ///         root's pinned memory, its device staging or /dev/shm (posix_fallocate) has no room, on the
+  ///         root, and then Error(Errc::comm_error) naming the root on the other ranks; Error(Errc::cuda_error)
+  ///         for a failed CUDA call; Error(Errc::comm_error) when a peer is dead or late (naming the rank
+  ///         where NCCL says, after ncclCommAbort) and, on every other rank, when one rank failed to
+  ///         write its part (naming it: that rank throws its own error)
+  std::vector<HostBuffer> gather_to_host(const void* send, std::size_t bytes, int root);
 
   /// Waits on the host until @p stream's work queued so far is done, polling NCCL's asynchronous error,
   /// at most the timeout: the bounded wait for the stream-ordered forms.

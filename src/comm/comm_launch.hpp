@@ -2,7 +2,9 @@
 // the launch of one NCCL group in the communicator's order, and the blocking forms' bounded wait.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -72,6 +74,12 @@ auto blocking(CommunicatorState& s, const std::string& what, const std::string& 
   s.comm.wait(*record_event(s.device, s.stream.get()), what, peers);
   return result;
 }
+
+/// Every rank's (@p first, @p second), rank r's at [2r, 2r + 1]: an ncclAllGather on the communicator's
+/// stream, in its order, waited for on the host within the timeout (@p step names it in messages).
+/// @throws Error(Errc::comm_error) on a timeout or a peer's failure
+std::vector<std::uint64_t> all_gather_pairs(CommunicatorState& s, std::uint64_t first, std::uint64_t second,
+                                            const std::string& step);
 
 inline std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " bytes"; }
 

@@ -62,6 +62,7 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
     env.timeout = *options.timeout;
   }
   auto s = std::make_unique<CommunicatorState>();
+  s->node_id = read_node_id(process_env_lookup());  // read once, refused before any rank waits for this one
   s->rank = env.rank;
   s->world_size = env.world_size;
   s->timeout = env.timeout;

@@ -1,6 +1,7 @@
 // Communicator::gather: the ranks exchange their sizes (and the root's capacity) with an ncclAllGather on
 // the communicator's own stream, waited for on the host within the timeout; then ncclGather when every
-// rank sends as much, else grouped ncclSend/ncclRecv into the root's memory.
+// rank sends as much, else grouped ncclSend/ncclRecv into the root's memory. all_gather_pairs, the
+// exchange itself, serves gather_to_host too.
 #include <gpuxfer/communicator.hpp>
 
 #include <string>
@@ -13,6 +14,32 @@
 #include "comm/comm_launch.hpp"
 
 namespace gpuxfer {
+namespace detail {
+
+std::vector<std::uint64_t> all_gather_pairs(CommunicatorState& s, std::uint64_t first, std::uint64_t second,
+                                            const std::string& step) {
+  const std::size_t count = 2 * static_cast<std::size_t>(s.world_size);
+  std::uint64_t* host = s.sizes_host.get();
+  std::uint64_t* device = s.sizes_device.get();
+  host[2 * s.rank] = first;
+  host[2 * s.rank + 1] = second;
+  const cudaStream_t stream = s.stream.get();
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(device + 2 * s.rank, host + 2 * s.rank, 2 * sizeof(std::uint64_t),
+                                       cudaMemcpyHostToDevice, stream),
+                       s.where + ": " + step);
+  launch(s, stream, step, other_ranks(s.rank, s.world_size), [&] {
+    return ncclAllGather(device + 2 * s.rank, device, 2, ncclUint64, s.comm.get(), stream);
+  });
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, device, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream),
+                       s.where + ": " + step);
+  const SharedEvent done = record_event(s.device, stream);
+  s.comm.wait(*done, step, other_ranks(s.rank, s.world_size));
+  s.last = done;
+  return {host, host + count};
+}
+
+}  // namespace detail
+
 namespace {
 
 using detail::CommunicatorState;
@@ -20,25 +47,7 @@ using detail::CommunicatorState;
 // Every rank's (bytes, capacity), rank r's at [2r, 2r + 1].
 std::vector<std::uint64_t> exchange_sizes(CommunicatorState& s, std::size_t bytes, std::size_t capacity,
                                           const std::string& what) {
-  const std::size_t count = 2 * static_cast<std::size_t>(s.world_size);
-  std::uint64_t* host = s.sizes_host.get();
-  std::uint64_t* device = s.sizes_device.get();
-  host[2 * s.rank] = bytes;
-  host[2 * s.rank + 1] = capacity;
-  const cudaStream_t stream = s.stream.get();
-  const std::string step = what + " (the exchange of sizes)";
-  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(device + 2 * s.rank, host + 2 * s.rank, 2 * sizeof(std::uint64_t),
-                                       cudaMemcpyHostToDevice, stream),
-                       s.where + ": " + step);
-  detail::launch(s, stream, step, detail::other_ranks(s.rank, s.world_size), [&] {
-    return ncclAllGather(device + 2 * s.rank, device, 2, ncclUint64, s.comm.get(), stream);
-  });
-  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, device, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream),
-                       s.where + ": " + step);
-  const detail::SharedEvent done = detail::record_event(s.device, stream);
-  s.comm.wait(*done, step, detail::other_ranks(s.rank, s.world_size));
-  s.last = done;
-  return {host, host + count};
+  return detail::all_gather_pairs(s, bytes, capacity, what + " (the exchange of sizes)");
 }
 
 }  // namespace

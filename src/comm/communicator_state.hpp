@@ -1,14 +1,21 @@
 // What a Communicator holds: its place in the job, its device, the NCCL communicator, a stream of its own
-// for the blocking forms and the size exchange, and the order of its operations.
+// for the blocking forms and the size exchange, the order of its operations, and what gather_to_host
+// keeps between calls.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
+#include <gpuxfer/pinned_pool.hpp>
+
+#include "comm/host_gather_plan.hpp"
 #include "comm/nccl_comm.hpp"
 #include "runtime/event.hpp"
 #include "runtime/stream.hpp"
@@ -39,6 +46,17 @@ struct CommunicatorState {
   /// The end of the last operation queued: the next one waits for it, so that the operations of one
   /// communicator run in the order they were called, whatever the callers' streams.
   SharedEvent last;
+
+  // gather_to_host (made on its first call): every rank's node record and its node's first rank, the
+  // count of calls (part of the shared segments' names), the pool of the root's HostBuffers, and the
+  // root's device staging for other nodes' bytes.
+  std::optional<std::string> node_id;  ///< GPUXFER_NODE_ID, read at creation
+  std::vector<NodeRecord> nodes;
+  std::vector<int> node_leaders;
+  std::uint64_t host_gathers = 0;
+  std::unique_ptr<PinnedPool> pool;
+  std::unique_ptr<std::byte, DeviceFree> staging;
+  std::size_t staging_bytes = 0;
 };
 
 }  // namespace gpuxfer::detail

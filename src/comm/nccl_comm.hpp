@@ -36,6 +36,8 @@ class NcclComm {
   [[nodiscard]] ncclComm_t get() const noexcept { return comm_; }
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
+  /// False once the communicator was aborted (by an earlier failure), or for none.
+  [[nodiscard]] bool usable() const noexcept { return comm_ != nullptr && !aborted_; }
   /// @throws Error(Errc::comm_error) when the communicator was aborted (by an earlier failure)
   void check_usable(const std::string& what) const;
   /// Settles a non-blocking call that returned @p launched: waits (bounded) while NCCL says ncclInProgress.

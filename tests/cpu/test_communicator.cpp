@@ -62,6 +62,11 @@ TEST(Communicator, FromTheEnvironmentRefusesABadTimeout) {
                            "GPUXFER_TIMEOUT='soon'"));
 }
 
+TEST(Communicator, RefusesABadNodeIdBeforeCuda) {
+  const ScopedEnv node_id("GPUXFER_NODE_ID", "two words");
+  EXPECT_TRUE(throws_error([] { Communicator(0, 1, ""); }, Errc::invalid_option, "GPUXFER_NODE_ID='two words'"));
+}
+
 TEST(Communicator, WithoutAGpuCreationNamesTheCudaReason) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

@@ -1,7 +1,11 @@
 // One rank of a Communicator test job, started alone (a world of one) or by `gpuxfer launch -n N`:
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
-//                    1 MiB + 7 (gather: different sizes per rank too), every byte compared; prints
+//                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them),
+//                    every byte compared; prints
 //                    "rank R of N: C checks passed" and exits 0, else prints the first mismatch and exits 1
+//   ops separate-nodes
+//                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
+//                    takes the path between nodes (NCCL to the root's GPU) instead of the shared segment
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <cstdio>
@@ -101,6 +105,40 @@ struct Checker {
     expect_tail(got, total, what);
   }
 
+  // gather_to_host: on the root one HostBuffer per rank holding exactly that rank's bytes, elsewhere none.
+  // The send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not waited):
+  // the gather must start after it.
+  void gather_to_host(std::size_t base, bool equal, int root) {
+    const auto size_of = [&](int r) { return equal ? base : base + 3 * static_cast<std::size_t>(r); };
+    const std::size_t mine = size_of(comm.rank());
+    const std::string what = "gather_to_host " + std::to_string(mine) + " to " + std::to_string(root);
+    DeviceMemory send(comm.device(), mine + 64);
+    std::vector<std::byte> host(mine);
+    gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + 1);
+    if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
+    const auto out = comm.gather_to_host(send.get(), mine, root);
+    cuda_check(cudaStreamSynchronize(0), "the fill");
+    ++checks;
+    if (comm.rank() != root) {
+      if (!out.empty() && first_failure.empty()) first_failure = what + ": a non-root rank got buffers";
+      return;
+    }
+    if (out.size() != static_cast<std::size_t>(comm.world_size())) {
+      if (first_failure.empty()) first_failure = what + ": " + std::to_string(out.size()) + " buffers";
+      return;
+    }
+    for (int r = 0; r < comm.world_size(); ++r) {
+      ++checks;
+      const std::string part = what + ", rank " + std::to_string(r) + "'s buffer";
+      if (out[r].size() != size_of(r)) {
+        if (first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
+        continue;
+      }
+      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + 1);
+      if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
+    }
+  }
+
   void all_gather(std::size_t bytes, bool async, cudaStream_t stream) {
     const std::size_t total = bytes * static_cast<std::size_t>(comm.world_size());
     const std::string what = "all_gather " + std::to_string(bytes);
@@ -134,7 +172,11 @@ struct Checker {
   }
 };
 
-int run_ops() {
+int run_ops(bool separate_nodes) {
+  if (separate_nodes) {
+    const std::string id = "comm-probe-rank-" + std::to_string(gpuxfer::detail::launch_env_from_process().rank);
+    ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
+  }
   Communicator comm = Communicator::from_environment();
   gpuxfer::testing::Stream stream(comm.device());
   Checker check{comm, 0, {}};
@@ -144,6 +186,10 @@ int run_ops() {
         check.broadcast(bytes, a, async, stream.get());
         check.gather(bytes, true, a, async, stream.get());
         check.gather(bytes, false, a, async, stream.get());
+        if (async) {
+          check.gather_to_host(bytes, true, a);
+          check.gather_to_host(bytes, false, a);
+        }
         for (int b = 0; b < comm.world_size(); ++b) check.copy(bytes, a, b, async, stream.get());
       }
       check.all_gather(bytes, async, stream.get());
@@ -176,7 +222,7 @@ int exit_early(int leaver) {
 
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "ops") return run_ops();
+  if (mode == "ops") return run_ops(argc > 2 && std::string(argv[2]) == "separate-nodes");
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

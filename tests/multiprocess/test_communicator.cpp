@@ -1,5 +1,6 @@
 // Communicator across processes on GPUs, through comm_probe: a world of one on one GPU, a world of two
-// started by `gpuxfer launch -n 2` (every operation, byte for byte), and a rank that leaves before NCCL
+// started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host through the shared
+// segment, and with each rank a node of its own over NCCL), and a rank that leaves before NCCL
 // (the other fails within GPUXFER_TIMEOUT, naming it). Skips, saying why, without enough GPUs.
 #include <chrono>
 #include <string>
@@ -40,11 +41,14 @@ TEST(CommunicatorGpu, AWorldOfOneRunsEveryOperation) {
 
 TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " ops", "GPUXFER_TIMEOUT=60");
+  const LaunchRun run = launch("-n 2 -- " + probe + " ops", "GPUXFER_TIMEOUT=60 GPUXFER_LOG_LEVEL=info");
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(has(run, "[0] rank 0 of 2: ")) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
+  // One node: gather_to_host's rank 1 writes through the shared segment.
+  EXPECT_TRUE(has(run, "rank 1 of 2 (device 1): on node '")) << run.output;
+  EXPECT_TRUE(has(run, "', with the node of rank 0")) << run.output;
 }
 
 // NCCL's network transport, the path between nodes, on one machine.
@@ -55,6 +59,20 @@ TEST(CommunicatorGpu, AWorldOfTwoOverTheNetworkTransport) {
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
+}
+
+// Each rank on a node of its own (GPUXFER_NODE_ID): gather_to_host's bytes go over NCCL to the root's
+// GPU, here through the network transport, as between two machines.
+TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run =
+      launch("-n 2 -- " + probe + " ops separate-nodes",
+             "GPUXFER_TIMEOUT=60 GPUXFER_LOG_LEVEL=info NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
+  EXPECT_FALSE(has(run, "FAILED")) << run.output;
+  EXPECT_TRUE(has(run, "on node 'GPUXFER_NODE_ID=comm-probe-rank-1 ")) << run.output;
+  EXPECT_TRUE(has(run, "', with the node of rank 1")) << run.output;
 }
 
 void expect_named(int leaver) {

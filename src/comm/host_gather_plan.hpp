@@ -1,0 +1,75 @@
+// What gather_to_host decides without a GPU: which ranks share a node (a fixed-size record that every
+// rank sends once, compared byte for byte) and, from every rank's size, which way each rank's bytes take
+// to the root's host and where they land in the shared segment or in the root's device staging.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpuxfer/options.hpp>
+
+namespace gpuxfer::detail {
+
+/// One rank's node and process, as every rank sends it (NCCL all-gather of raw bytes: fixed size, no
+/// pointers). Two ranks share a node when their identities are equal: the host name, the kernel's boot id
+/// and the device of the /dev/shm mount, so that two containers of one host with separate /dev/shm count
+/// as two nodes (their ranks then go through NCCL, which is always correct).
+struct NodeRecord {
+  char identity[232] = {};
+  std::uint64_t pid = 0;    ///< the process, part of the shared segments' names
+  std::uint64_t nonce = 0;  ///< random, one per communicator: the names stay unique across pid namespaces
+  std::uint64_t reserved = 0;
+};
+static_assert(sizeof(NodeRecord) == 256);
+
+/// The record of the given parts. An identity that does not fit, or an empty @p boot_id or @p shm_device
+/// (unreadable), becomes unique to the process ("pid <pid>"), so that such a rank shares no node.
+[[nodiscard]] NodeRecord make_node_record(std::string_view hostname, std::string_view boot_id,
+                                          std::string_view shm_device, std::uint64_t pid,
+                                          std::uint64_t nonce);
+
+/// GPUXFER_NODE_ID through @p lookup: nullopt when unset.
+/// @throws Error(Errc::invalid_option) for an empty value, one over 128 characters or one with a
+///         character outside ASCII's printable ones (naming the variable and its value)
+[[nodiscard]] std::optional<std::string> read_node_id(const EnvLookup& lookup);
+
+/// This process's record: gethostname, /proc/sys/kernel/random/boot_id, stat("/dev/shm").st_dev, getpid.
+/// A @p node_id (GPUXFER_NODE_ID) stands for the host name and boot id: ranks of one host that set
+/// different ones count as different nodes (how a test on one machine takes the path between nodes);
+/// the /dev/shm device still counts, so equal ids never join two mounts.
+[[nodiscard]] NodeRecord local_node_record(std::uint64_t nonce, const std::optional<std::string>& node_id);
+
+/// The identity as text (for messages).
+[[nodiscard]] std::string identity_text(const NodeRecord& record);
+
+/// For every rank, the lowest rank with the same identity (its node's first rank).
+[[nodiscard]] std::vector<int> node_leaders(std::span<const NodeRecord> records);
+
+enum class HostRoute {
+  root,     ///< the root's own bytes: a copy from its GPU into its HostBuffer
+  segment,  ///< a rank of the root's node: a copy from its GPU into its part of the shared segment
+  network,  ///< a rank of another node: NCCL to the root's GPU, then the root's copy to its HostBuffer
+};
+
+struct HostGatherPlan {
+  std::vector<HostRoute> route;  ///< per rank
+  std::vector<std::size_t>
+      offset;  ///< per rank: in the segment (segment) or the staging (network); 0 for the root
+  std::size_t segment_bytes = 0;  ///< 0: no segment is needed (no rank of the root's node sends bytes)
+  std::size_t staging_bytes = 0;  ///< 0: nothing goes over NCCL
+};
+
+/// The plan for ranks sending @p sizes (bytes per rank) to @p root, @p leaders as node_leaders gives them.
+/// Segment parts start on multiples of @p page (each rank page-locks only its own pages); staging parts
+/// are packed at multiples of 256 bytes.
+/// @throws Error(Errc::invalid_argument) for a root out of range, mismatched spans, or sizes whose sum
+///         does not fit in memory
+[[nodiscard]] HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes,
+                                              std::span<const int> leaders, int root, std::size_t page);
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,135 @@
+#include "comm/shared_segment.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gpuxfer/error.hpp>
+
+namespace gpuxfer::detail {
+namespace {
+
+std::string errno_text(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+[[noreturn]] void fail(int err, const std::string& what) {
+  const bool no_room = err == ENOSPC || err == ENOMEM || err == EMFILE || err == ENFILE;
+  std::string message = what + ": " + errno_text(err);
+  if (err == ENOSPC)
+    message += ": /dev/shm is full (df /dev/shm; in a container raise it, e.g. docker --shm-size)";
+  throw Error(no_room ? Errc::out_of_memory : Errc::comm_error, message);
+}
+
+// Closes the descriptor on every path; the mapping stays valid without it.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) (void)::close(fd);
+  }
+};
+
+std::byte* map(int fd, std::size_t offset, std::size_t length, const std::string& what) {
+  void* ptr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (ptr == MAP_FAILED) fail(errno, what + ": mmap of " + std::to_string(length) + " bytes");
+  return static_cast<std::byte*>(ptr);
+}
+
+}  // namespace
+
+std::size_t page_size() noexcept {
+  static const std::size_t page = [] {
+    const long got = ::sysconf(_SC_PAGESIZE);
+    return got > 0 ? static_cast<std::size_t>(got) : std::size_t{4096};
+  }();
+  return page;
+}
+
+std::size_t round_to_pages(std::size_t bytes) noexcept {
+  const std::size_t page = page_size();
+  return (bytes + page - 1) / page * page;
+}
+
+std::string shared_segment_name(std::uint64_t pid, std::uint64_t nonce, std::uint64_t call) {
+  char hex[17] = {};
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(nonce));
+  return "/gpuxfer-" + std::to_string(pid) + "-" + hex + "-" + std::to_string(call);
+}
+
+SharedSegment SharedSegment::create(const std::string& name, std::size_t bytes) {
+  const std::string what = "the shared segment " + name + " of " + std::to_string(bytes) + " bytes";
+  Fd fd{::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)};
+  if (fd.fd < 0) fail(errno, what + ": shm_open");
+  SharedSegment segment;
+  segment.name_ = name;
+  segment.owner_ = true;  // from here the destructor unlinks it, whatever fails next
+  segment.size_ = bytes;
+  if (bytes == 0) return segment;
+  const std::size_t length = round_to_pages(bytes);
+  if (::ftruncate(fd.fd, static_cast<off_t>(length)) != 0) fail(errno, what + ": ftruncate");
+  // tmpfs allocates pages when they are touched; reserved now, a full /dev/shm is this error, not a
+  // SIGBUS in whichever process touches the page first.
+  const int reserved = ::posix_fallocate(fd.fd, 0, static_cast<off_t>(length));
+  if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL)
+    fail(reserved, what + ": posix_fallocate");
+  segment.data_ = map(fd.fd, 0, length, what);
+  segment.mapped_ = length;
+  return segment;
+}
+
+SharedSegment SharedSegment::open(const std::string& name, std::size_t offset, std::size_t bytes) {
+  const std::string what = "bytes " + std::to_string(offset) + " to " + std::to_string(offset + bytes) +
+                           " of the shared segment " + name;
+  if (offset % page_size() != 0) {
+    throw Error(Errc::invalid_argument, what + ": the offset is not a multiple of the page size (" +
+                                            std::to_string(page_size()) + " bytes)");
+  }
+  Fd fd{::shm_open(name.c_str(), O_RDWR, 0600)};
+  if (fd.fd < 0) fail(errno, what + ": shm_open (does the root see the same /dev/shm?)");
+  struct stat info {};
+  if (::fstat(fd.fd, &info) != 0) fail(errno, what + ": fstat");
+  if (static_cast<std::size_t>(info.st_size) < offset + bytes) {
+    throw Error(Errc::comm_error, what + ": the segment holds only " + std::to_string(info.st_size) +
+                                      " bytes (do the ranks agree on the sizes?)");
+  }
+  SharedSegment segment;
+  segment.name_ = name;
+  segment.size_ = bytes;
+  if (bytes == 0) return segment;
+  const std::size_t length = round_to_pages(bytes);
+  // The last page may lie past the segment's end when the creator's size was not rounded; map what is there.
+  const std::size_t available = static_cast<std::size_t>(info.st_size) - offset;
+  segment.mapped_ = length < available ? length : available;
+  segment.data_ = map(fd.fd, offset, segment.mapped_, what);
+  return segment;
+}
+
+SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    mapped_ = std::exchange(other.mapped_, 0);
+    size_ = std::exchange(other.size_, 0);
+    name_ = std::exchange(other.name_, {});
+    owner_ = std::exchange(other.owner_, false);
+  }
+  return *this;
+}
+
+void SharedSegment::reset() noexcept {
+  if (data_ != nullptr) (void)::munmap(data_, mapped_);
+  if (owner_ && !name_.empty()) (void)::shm_unlink(name_.c_str());
+  data_ = nullptr;
+  mapped_ = 0;
+  size_ = 0;
+  name_.clear();
+  owner_ = false;
+}
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,146 @@
+// gather_to_host's decisions without a GPU: which ranks share a node (the node record and its
+// comparison) and which way each rank's bytes take, where they land, and the sizes it refuses.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "comm/host_gather_plan.hpp"
+#include "common/expect_error.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using detail::HostRoute;
+using detail::make_node_record;
+using detail::NodeRecord;
+using test::throws_error;
+
+constexpr const char* boot = "0b5c3c3e-8f0e-4d4e-9a59-2d1f3c2b1a00";
+
+TEST(HostGatherNodes, RecordsOfOneNodeAreEqualWhateverTheProcess) {
+  const NodeRecord a = make_node_record("node7", boot, "64768", 100, 1);
+  const NodeRecord b = make_node_record("node7\n", std::string(boot) + "\n", "64768", 200, 2);
+  EXPECT_EQ(detail::identity_text(a), detail::identity_text(b));
+  EXPECT_EQ(detail::identity_text(a), std::string("node7 boot ") + boot + " shm 64768");
+  EXPECT_EQ(a.pid, 100u);
+  EXPECT_EQ(b.nonce, 2u);
+}
+
+TEST(HostGatherNodes, AnotherBootHostOrShmIsAnotherNode) {
+  const std::string a = detail::identity_text(make_node_record("node7", boot, "64768", 1, 1));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node8", boot, "64768", 1, 1)));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node7", "another-boot", "64768", 1, 1)));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node7", boot, "64769", 1, 1)));
+}
+
+TEST(HostGatherNodes, AnUnknownNodeIsThisProcessAlone) {
+  const NodeRecord no_boot_1 = make_node_record("node7", "", "64768", 1, 1);
+  const NodeRecord no_boot_2 = make_node_record("node7", "", "64768", 2, 1);
+  EXPECT_NE(detail::identity_text(no_boot_1), detail::identity_text(no_boot_2));
+  EXPECT_NE(detail::identity_text(no_boot_1).find("node unknown"), std::string::npos);
+  const NodeRecord no_shm = make_node_record("node7", boot, "", 1, 1);
+  EXPECT_NE(detail::identity_text(no_shm).find("pid 1 "), std::string::npos);
+  // An identity that would not fit the record is not cut short (two long names could then meet).
+  const NodeRecord long_1 = make_node_record(std::string(300, 'h'), boot, "1", 1, 1);
+  const NodeRecord long_2 = make_node_record(std::string(300, 'h'), boot, "1", 2, 1);
+  EXPECT_NE(detail::identity_text(long_1), detail::identity_text(long_2));
+}
+
+TEST(HostGatherNodes, ThisProcessHasAKnownNode) {
+  const NodeRecord here = detail::local_node_record(5, std::nullopt);
+  EXPECT_EQ(here.pid, static_cast<std::uint64_t>(::getpid()));
+  EXPECT_EQ(here.nonce, 5u);
+  EXPECT_EQ(detail::identity_text(here), detail::identity_text(detail::local_node_record(6, std::nullopt)));
+  EXPECT_NE(detail::identity_text(here).find(" boot "), std::string::npos) << detail::identity_text(here);
+}
+
+TEST(HostGatherNodes, ANodeIdStandsForTheHost) {
+  const auto a = detail::identity_text(detail::local_node_record(1, std::string("a")));
+  EXPECT_NE(a.find("GPUXFER_NODE_ID=a "), std::string::npos) << a;
+  EXPECT_EQ(a, detail::identity_text(detail::local_node_record(2, std::string("a"))));
+  EXPECT_NE(a, detail::identity_text(detail::local_node_record(1, std::string("b"))));
+  EXPECT_NE(a, detail::identity_text(detail::local_node_record(1, std::nullopt)));
+}
+
+TEST(HostGatherNodes, ReadsAndChecksTheNodeId) {
+  const auto lookup_of = [](std::optional<std::string> value) {
+    return [value](std::string_view name) { return name == "GPUXFER_NODE_ID" ? value : std::nullopt; };
+  };
+  EXPECT_EQ(detail::read_node_id(lookup_of(std::nullopt)), std::nullopt);
+  EXPECT_EQ(detail::read_node_id(lookup_of("rack4-node2")), "rack4-node2");
+  EXPECT_EQ(detail::read_node_id(lookup_of(std::string(128, 'x'))), std::string(128, 'x'));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of("")); }, Errc::invalid_option,
+                           "GPUXFER_NODE_ID=''", "1 to 128 printable"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of(std::string(129, 'x'))); },
+                           Errc::invalid_option, "GPUXFER_NODE_ID='xxx"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::read_node_id(lookup_of("two words")); }, Errc::invalid_option,
+                           "GPUXFER_NODE_ID='two words'"));
+}
+
+TEST(HostGatherNodes, LeadersAreEachNodesFirstRank) {
+  const NodeRecord a = make_node_record("a", boot, "1", 1, 1);
+  const NodeRecord b = make_node_record("b", boot, "1", 2, 1);
+  const NodeRecord c = make_node_record("c", boot, "1", 3, 1);
+  const std::vector<NodeRecord> records{b, a, b, c, a};
+  EXPECT_EQ(detail::node_leaders(records), (std::vector<int>{0, 1, 0, 3, 1}));
+  EXPECT_EQ(detail::node_leaders(std::vector<NodeRecord>{a}), (std::vector<int>{0}));
+}
+
+TEST(HostGatherPlan, RanksOfTheRootsNodeGoThroughPagesOfTheSegment) {
+  const std::size_t page = 4096;
+  // Ranks 0 to 2 on node 0, ranks 3 and 4 on node 3; the root is rank 1.
+  const std::vector<std::uint64_t> sizes{5000, 10, 0, 300, 7};
+  const std::vector<int> leaders{0, 0, 0, 3, 3};
+  const auto plan = detail::plan_host_gather(sizes, leaders, 1, page);
+  EXPECT_EQ(plan.route, (std::vector<HostRoute>{HostRoute::segment, HostRoute::root, HostRoute::segment,
+                                                HostRoute::network, HostRoute::network}));
+  EXPECT_EQ(plan.offset[0], 0u);
+  EXPECT_EQ(plan.offset[2], 2 * page);  // after rank 0's two pages; it sends nothing, so takes none
+  EXPECT_EQ(plan.segment_bytes, 2 * page);
+  EXPECT_EQ(plan.offset[3], 0u);
+  EXPECT_EQ(plan.offset[4], 512u);  // 300 bytes rounded to the staging's 256-byte granule
+  EXPECT_EQ(plan.staging_bytes, 768u);
+}
+
+TEST(HostGatherPlan, NoSegmentWhenTheRootsNodeSendsNothing) {
+  const std::vector<std::uint64_t> sizes{0, 9, 0, 4};
+  const auto plan = detail::plan_host_gather(sizes, std::vector<int>{0, 0, 2, 2}, 1, 4096);
+  EXPECT_EQ(plan.segment_bytes, 0u);
+  EXPECT_EQ(plan.staging_bytes, 256u);
+  const auto one = detail::plan_host_gather(std::vector<std::uint64_t>{42}, std::vector<int>{0}, 0, 4096);
+  EXPECT_EQ(one.route, (std::vector<HostRoute>{HostRoute::root}));
+  EXPECT_EQ(one.segment_bytes + one.staging_bytes, 0u);
+}
+
+TEST(HostGatherPlan, RefusesABadRootMismatchedSpansAndSizesThatDoNotFit) {
+  const std::vector<std::uint64_t> sizes{1, 2};
+  const std::vector<int> leaders{0, 0};
+  EXPECT_TRUE(throws_error([&] { (void)detail::plan_host_gather(sizes, leaders, 2, 4096); },
+                           Errc::invalid_argument, "root is out of range", "ranks 0 to 1"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::plan_host_gather(sizes, leaders, -1, 4096); },
+                           Errc::invalid_argument, "root is out of range"));
+  EXPECT_TRUE(throws_error([&] { (void)detail::plan_host_gather(sizes, std::vector<int>{0}, 0, 4096); },
+                           Errc::invalid_argument, "2 sizes for 1 ranks"));
+  const std::uint64_t huge = std::numeric_limits<std::uint64_t>::max() - 10;
+  EXPECT_TRUE(throws_error(
+      [&] {
+        (void)detail::plan_host_gather(std::vector<std::uint64_t>{0, huge, huge}, std::vector<int>{0, 0, 0},
+                                       0, 4096);
+      },
+      Errc::invalid_argument, "more than fits in memory"));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        (void)detail::plan_host_gather(std::vector<std::uint64_t>{0, huge, huge}, std::vector<int>{0, 1, 2},
+                                       0, 4096);
+      },
+      Errc::invalid_argument, "more than fits in memory"));
+}
+
+}  // namespace
+}  // namespace gpuxfer

@@ -1,0 +1,166 @@
+// The shared-memory segment of gather_to_host without a GPU: created, mapped a second time (in this
+// process and in a forked child), sized in pages, unlinked on every path, named uniquely, and its errors.
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <gpuxfer/testing/pattern.hpp>
+
+#include "comm/shared_segment.hpp"
+#include "common/expect_error.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using detail::SharedSegment;
+using test::throws_error;
+
+// A name no other test run uses: this process's pid, a nonce from the test's name, a count.
+std::string fresh_name() {
+  static std::uint64_t call = 0;
+  return detail::shared_segment_name(static_cast<std::uint64_t>(::getpid()), 0x7e57, call++);
+}
+
+bool exists(const std::string& name) {
+  struct stat info {};
+  return ::stat(("/dev/shm" + name).c_str(), &info) == 0;
+}
+
+TEST(SharedSegment, NamesAreUniquePerProcessNonceAndCall) {
+  std::set<std::string> names;
+  for (std::uint64_t pid : {1ull, 2ull}) {
+    for (std::uint64_t nonce : {0ull, 0xffffffffffffffffull}) {
+      for (std::uint64_t call : {0ull, 1ull}) names.insert(detail::shared_segment_name(pid, nonce, call));
+    }
+  }
+  EXPECT_EQ(names.size(), 8u);
+  const std::string longest = detail::shared_segment_name(4194304, 0xffffffffffffffffull, ~0ull);
+  EXPECT_EQ(longest.front(), '/');
+  EXPECT_EQ(longest.find('/', 1), std::string::npos) << longest;
+  EXPECT_LT(longest.size(), 255u) << longest;
+  EXPECT_NE(longest.find("ffffffffffffffff"), std::string::npos) << longest;
+}
+
+TEST(SharedSegment, PagesRoundUp) {
+  const std::size_t page = detail::page_size();
+  EXPECT_GE(page, 4096u);
+  EXPECT_EQ(detail::round_to_pages(0), 0u);
+  EXPECT_EQ(detail::round_to_pages(1), page);
+  EXPECT_EQ(detail::round_to_pages(page), page);
+  EXPECT_EQ(detail::round_to_pages(page + 1), 2 * page);
+}
+
+TEST(SharedSegment, ASecondMappingSeesTheSameBytesAndTheCreatorUnlinks) {
+  const std::string name = fresh_name();
+  const std::size_t page = detail::page_size();
+  const std::size_t bytes = 3 * page + 7;
+  {
+    SharedSegment segment = SharedSegment::create(name, bytes);
+    EXPECT_TRUE(segment.owner());
+    EXPECT_EQ(segment.size(), bytes);
+    EXPECT_EQ(segment.name(), name);
+    ASSERT_NE(segment.data(), nullptr);
+    EXPECT_TRUE(exists(name));
+    struct stat info {};
+    ASSERT_EQ(::stat(("/dev/shm" + name).c_str(), &info), 0);
+    EXPECT_EQ(static_cast<std::size_t>(info.st_size), 4 * page);
+    // Another mapping of the part from page 2 on: what it writes, the creator reads, and back.
+    SharedSegment part = SharedSegment::open(name, 2 * page, page + 7);
+    EXPECT_FALSE(part.owner());
+    EXPECT_EQ(part.size(), page + 7);
+    pattern::fill_host({part.data(), part.size()}, 11);
+    EXPECT_EQ(pattern::count_mismatches_host({segment.data() + 2 * page, page + 7}, 11), 0u);
+    pattern::fill_host({segment.data(), page}, 12);
+    SharedSegment head = SharedSegment::open(name, 0, page);
+    EXPECT_EQ(pattern::count_mismatches_host({head.data(), page}, 12), 0u);
+    part.reset();
+    EXPECT_TRUE(exists(name)) << "only the creator unlinks";
+  }
+  EXPECT_FALSE(exists(name));
+  EXPECT_TRUE(
+      throws_error([&] { (void)SharedSegment::open(name, 0, 1); }, Errc::comm_error, name, "shm_open"));
+}
+
+TEST(SharedSegment, AForkedProcessWritesItsPart) {
+  const std::string name = fresh_name();
+  const std::size_t page = detail::page_size();
+  SharedSegment segment = SharedSegment::create(name, 2 * page);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      SharedSegment part = SharedSegment::open(name, page, page);
+      pattern::fill_host({part.data(), part.size()}, 21);
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not map its part";
+  EXPECT_EQ(pattern::count_mismatches_host({segment.data() + page, page}, 21), 0u);
+}
+
+TEST(SharedSegment, MovesHandOverTheNameOnce) {
+  const std::string name = fresh_name();
+  SharedSegment moved;
+  {
+    SharedSegment segment = SharedSegment::create(name, 100);
+    moved = std::move(segment);
+    EXPECT_EQ(segment.data(), nullptr);
+    EXPECT_TRUE(segment.name().empty());
+  }
+  EXPECT_TRUE(exists(name)) << "the moved-from segment must not unlink";
+  moved.reset();
+  EXPECT_FALSE(exists(name));
+  moved.reset();  // twice is harmless
+}
+
+TEST(SharedSegment, AnExceptionStillUnlinks) {
+  const std::string name = fresh_name();
+  try {
+    const SharedSegment segment = SharedSegment::create(name, 1);
+    throw std::runtime_error("a failure after creating it");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(exists(name));
+}
+
+TEST(SharedSegment, AnEmptySegmentMapsNothing) {
+  const std::string name = fresh_name();
+  {
+    SharedSegment segment = SharedSegment::create(name, 0);
+    EXPECT_EQ(segment.data(), nullptr);
+    EXPECT_EQ(segment.size(), 0u);
+    const SharedSegment part = SharedSegment::open(name, 0, 0);
+    EXPECT_EQ(part.data(), nullptr);
+  }
+  EXPECT_FALSE(exists(name));
+}
+
+TEST(SharedSegment, RefusesAnExistingNameABadOffsetAndTooFewBytes) {
+  const std::string name = fresh_name();
+  const std::size_t page = detail::page_size();
+  const SharedSegment segment = SharedSegment::create(name, page);
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::create(name, page); }, Errc::comm_error, name,
+                           "shm_open", "File exists"));
+  EXPECT_TRUE(exists(name)) << "a refused create must not unlink the existing segment";
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::open(name, 1, 1); }, Errc::invalid_argument,
+                           "not a multiple of the page size"));
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::open(name, page, 1); }, Errc::comm_error,
+                           "holds only " + std::to_string(page) + " bytes"));
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::create("/gpuxfer/no-slash-allowed", 1); },
+                           Errc::comm_error, "shm_open"));
+}
+
+}  // namespace
+}  // namespace gpuxfer

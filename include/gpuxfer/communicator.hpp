@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,22 @@ class Communicator {
   ///         ranks; and as from_environment
   Communicator(int rank, int world_size, const std::string& init_address,
                const CommunicatorOptions& options = {});
+
+  /// How rank 0's bytes (NCCL's unique id) reach every rank when the job bootstraps itself: called once
+  /// on every rank, with rank 0's bytes on rank 0 and an empty string elsewhere, it returns rank 0's bytes
+  /// on every rank, or throws. It must bound its own waits. `mpi_communicator` (gpuxfer::mpi) passes an
+  /// MPI broadcast; a job with a key-value store of its own can pass that.
+  using BlobExchange = std::function<std::string(const std::string& blob)>;
+
+  /// Joins as @p rank of @p world_size ranks, @p local_rank (this rank's index on its node) choosing the
+  /// device unless CommunicatorOptions::device does, with rank 0's NCCL unique id handed over by
+  /// @p exchange (called once, after this rank's device is chosen). Collective: every rank calls it.
+  /// The timeout is GPUXFER_TIMEOUT's unless the options give one.
+  /// @throws Error(Errc::invalid_argument) for a world size below 1, a rank outside it, a negative local
+  ///         rank, no @p exchange, a negative device or a timeout below 1 ms; whatever @p exchange throws;
+  ///         Error(Errc::comm_error) when it returns anything but an NCCL unique id; and as from_environment
+  [[nodiscard]] static Communicator from_exchange(int rank, int world_size, int local_rank, const BlobExchange& exchange,
+                                                  const CommunicatorOptions& options = {});
 
   /// Releases the NCCL communicator: finalised within the timeout, else aborted. Never throws.
   ~Communicator();

@@ -1,6 +1,7 @@
 /// @file mpi_bootstrap.hpp
 /// @brief The bootstrap of a job of several processes over the caller's MPI communicator: every rank
-///        gets rank 0's bytes (next: NCCL's unique id) through MPI instead of a TCP or file rendezvous.
+///        gets rank 0's bytes (NCCL's unique id, for mpi_communicator) through MPI instead of a TCP or
+///        file rendezvous.
 ///
 /// Part of gpuxfer::mpi (libgpuxfer_mpi), which exists only when gpuxfer is built with MPI
 /// (GPUXFER_WITH_MPI); libgpuxfer itself never includes mpi.h nor links MPI. A CMake consumer asks for it
@@ -11,6 +12,8 @@
 #include <string>
 
 #include <mpi.h>
+
+#include <gpuxfer/communicator.hpp>
 
 namespace gpuxfer {
 
@@ -36,5 +39,14 @@ struct MpiBootstrap {
 ///         joined within the timeout: MPI cannot cancel a collective, so @p comm then has one pending and
 ///         the job should end (MPI_Abort)
 [[nodiscard]] MpiBootstrap mpi_bootstrap(MPI_Comm comm, const std::string& blob);
+
+/// A Communicator of the ranks of @p comm, one GPU each: rank and world size from @p comm, the device from
+/// the local rank (MPI_COMM_TYPE_SHARED) unless CommunicatorOptions::device says otherwise, NCCL's unique id
+/// handed over by mpi_bootstrap (so GPUXFER_RANK and GPUXFER_WORLD_SIZE, where set, must agree, and its
+/// waits are bounded by GPUXFER_TIMEOUT; NCCL's by the communicator's timeout). Collective over @p comm, from the thread
+/// that calls MPI. A rank that cannot choose its device throws at once (Errc::no_device); the others then
+/// fail within the timeout (Errc::comm_error), since MPI cannot cancel the broadcast they wait in.
+/// @throws as mpi_bootstrap and as Communicator::from_exchange
+[[nodiscard]] Communicator mpi_communicator(MPI_Comm comm, const CommunicatorOptions& options = {});
 
 }  // namespace gpuxfer

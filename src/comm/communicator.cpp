@@ -50,7 +50,9 @@ int choose_device(const LaunchEnv& env, const CommunicatorOptions& options) {
   return device;
 }
 
-std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptions& options) {
+// @p exchange hands rank 0's unique id to every rank; null: the rendezvous of @p env.
+std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptions& options,
+                                          const Communicator::BlobExchange* exchange = nullptr) {
   if (options.device && *options.device < 0) {
     throw Error(Errc::invalid_argument, "CommunicatorOptions::device is " + std::to_string(*options.device));
   }
@@ -75,7 +77,7 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
     GPUXFER_NCCL_TRY_CTX(ncclGetUniqueId(&id), s->where + ": making the NCCL unique id");
     blob.assign(reinterpret_cast<const char*>(&id), sizeof(id));
   }
-  blob = exchange_blob(env, blob);
+  blob = exchange != nullptr ? (*exchange)(blob) : exchange_blob(env, blob);
   if (blob.size() != sizeof(id)) {
     throw Error(Errc::comm_error, s->where + ": rank 0 sent " + std::to_string(blob.size()) +
                                       " bytes, not an NCCL unique id of " + std::to_string(sizeof(id)) +
@@ -122,6 +124,25 @@ Communicator::Communicator(int rank, int world_size, const std::string& init_add
                                           "file:///<a path every rank sees>");
   }
   state_ = detail::create(std::move(env), options);
+}
+
+Communicator Communicator::from_exchange(int rank, int world_size, int local_rank, const BlobExchange& exchange,
+                                         const CommunicatorOptions& options) {
+  if (world_size < 1) throw Error(Errc::invalid_argument, "world_size is " + std::to_string(world_size));
+  if (rank < 0 || rank >= world_size) {
+    throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " is out of range: a world of " +
+                                            std::to_string(world_size) + " has ranks 0 to " +
+                                            std::to_string(world_size - 1));
+  }
+  if (local_rank < 0) throw Error(Errc::invalid_argument, "local_rank is " + std::to_string(local_rank));
+  if (!exchange) throw Error(Errc::invalid_argument, "from_exchange needs an exchange function, got none");
+  detail::LaunchEnv env;
+  env.rank = rank;
+  env.world_size = world_size;
+  env.local_rank = local_rank;
+  env.launcher = "caller's exchange";
+  env.timeout = detail::read_comm_timeout(detail::process_env_lookup());
+  return Communicator(detail::create(std::move(env), options, &exchange));
 }
 
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorState> state) noexcept : state_(std::move(state)) {}

@@ -1,4 +1,5 @@
-// gpuxfer::mpi_bootstrap (libgpuxfer_mpi): rank 0's blob over the caller's communicator. Non-blocking
+// gpuxfer::mpi_bootstrap and mpi_communicator (libgpuxfer_mpi): rank 0's blob over the caller's
+// communicator, and a Communicator whose NCCL unique id travels that way. Non-blocking
 // collectives polled against one Deadline, so a rank that never calls in makes the others fail within
 // GPUXFER_TIMEOUT instead of hanging in MPI_Bcast.
 #include <gpuxfer/mpi_bootstrap.hpp>
@@ -171,6 +172,13 @@ MpiBootstrap mpi_bootstrap(MPI_Comm comm, const std::string& blob) {
   // Every rank has joined by now, so this blocking collective cannot wait for an absent one.
   result.local_rank = node_rank(comm, rank);
   return result;
+}
+
+Communicator mpi_communicator(MPI_Comm comm, const CommunicatorOptions& options) {
+  // A first, empty round: every rank's place (its local rank picks its device), bounded like the second.
+  const MpiBootstrap place = mpi_bootstrap(comm, std::string());
+  return Communicator::from_exchange(place.rank, place.world_size, place.local_rank,
+                                     [comm](const std::string& id) { return mpi_bootstrap(comm, id).blob; }, options);
 }
 
 }  // namespace gpuxfer

@@ -67,6 +67,27 @@ TEST(Communicator, RefusesABadNodeIdBeforeCuda) {
   EXPECT_TRUE(throws_error([] { Communicator(0, 1, ""); }, Errc::invalid_option, "GPUXFER_NODE_ID='two words'"));
 }
 
+TEST(Communicator, FromAnExchangeRefusesBadArgumentsBeforeCallingIt) {
+  int calls = 0;
+  const Communicator::BlobExchange counting = [&](const std::string& blob) {
+    ++calls;
+    return blob;
+  };
+  EXPECT_TRUE(throws_error([&] { (void)Communicator::from_exchange(0, 0, 0, counting); }, Errc::invalid_argument,
+                           "world_size is 0"));
+  EXPECT_TRUE(throws_error([&] { (void)Communicator::from_exchange(3, 3, 0, counting); }, Errc::invalid_argument,
+                           "rank 3 is out of range"));
+  EXPECT_TRUE(throws_error([&] { (void)Communicator::from_exchange(0, 2, -1, counting); }, Errc::invalid_argument,
+                           "local_rank is -1"));
+  EXPECT_TRUE(throws_error([] { (void)Communicator::from_exchange(0, 2, 0, Communicator::BlobExchange{}); },
+                           Errc::invalid_argument, "needs an exchange function"));
+  CommunicatorOptions device;
+  device.device = -2;
+  EXPECT_TRUE(throws_error([&] { (void)Communicator::from_exchange(0, 2, 0, counting, device); },
+                           Errc::invalid_argument, "CommunicatorOptions::device is -2"));
+  EXPECT_EQ(calls, 0);
+}
+
 TEST(Communicator, WithoutAGpuCreationNamesTheCudaReason) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
@@ -75,6 +96,17 @@ TEST(Communicator, WithoutAGpuCreationNamesTheCudaReason) {
   EXPECT_TRUE(throws_error([] { Communicator(0, 1, ""); }, Errc::no_device,
                            "rank 0 of 1: no CUDA device (cudaGetDeviceCount: " + reason));
   EXPECT_TRUE(throws_error([] { (void)Communicator::from_environment(); }, Errc::no_device, reason));
+  // The device is chosen before the exchange: a rank without one never calls it.
+  int calls = 0;
+  EXPECT_TRUE(throws_error(
+      [&] {
+        (void)Communicator::from_exchange(1, 2, 0, [&](const std::string& blob) {
+          ++calls;
+          return blob;
+        });
+      },
+      Errc::no_device, "rank 1 of 2: no CUDA device"));
+  EXPECT_EQ(calls, 0);
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 //                "rank 0 sent <digest>" and every rank "rank R of N local L got <digest>"
 //   refuse       every rank expects Errc::comm_error and prints "rank R: comm_error: <message>"
 //   absent R     rank R never calls in (it waits 3 s and leaves); the others expect Errc::comm_error
+//   communicator every rank calls mpi_communicator and prints "rank R: communicator: joined on device D" or
+//                "rank R: communicator: <errc>: <message>"; no_device and comm_error count as expected (a
+//                machine with fewer GPUs than ranks), any other error does not
 // Exits 0 when the mode's expectation held on this rank.
 #include <chrono>
 #include <cstdint>
@@ -73,6 +76,24 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "refuse") {
     rc = expect_comm_error(rank, blob);
+  } else if (mode == "communicator") {
+    try {
+      const gpuxfer::Communicator comm = gpuxfer::mpi_communicator(MPI_COMM_WORLD);
+      std::printf("rank %d: communicator: joined on device %d, rank %d of %d\n", rank, comm.device(), comm.rank(),
+                  comm.world_size());
+      rc = comm.rank() == rank ? 0 : 1;
+    } catch (const gpuxfer::Error& e) {
+      std::printf("rank %d: communicator: %s: %s\n", rank, std::string(gpuxfer::to_string(e.code())).c_str(),
+                  e.message().c_str());
+      rc = e.code() == gpuxfer::Errc::no_device || e.code() == gpuxfer::Errc::comm_error ? 0 : 1;
+      // Stay until the ranks that wait for this one have timed out (GPUXFER_TIMEOUT=5): mpirun ends the
+      // job when a rank leaves, before they could say so.
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+    }
+    // A rank that failed may leave the others in a pending broadcast, which MPI_Finalize could wait for.
+    std::fflush(stdout);
+    _exit(rc);
   } else if (mode == "absent" && argc > 2) {
     if (rank == std::atoi(argv[2])) {
       std::this_thread::sleep_for(std::chrono::seconds(3));

@@ -96,6 +96,20 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
   return s;
 }
 
+// The place @p rank of @p world_size, checked. @throws Error(Errc::invalid_argument) outside the world
+LaunchEnv place(int rank, int world_size) {
+  if (world_size < 1) throw Error(Errc::invalid_argument, "world_size is " + std::to_string(world_size));
+  if (rank < 0 || rank >= world_size) {
+    throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " is out of range: a world of " +
+                                            std::to_string(world_size) + " has ranks 0 to " +
+                                            std::to_string(world_size - 1));
+  }
+  LaunchEnv env;
+  env.rank = rank;
+  env.world_size = world_size;
+  return env;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -105,15 +119,7 @@ Communicator Communicator::from_environment(const CommunicatorOptions& options) 
 
 Communicator::Communicator(int rank, int world_size, const std::string& init_address,
                            const CommunicatorOptions& options) {
-  if (world_size < 1) throw Error(Errc::invalid_argument, "world_size is " + std::to_string(world_size));
-  if (rank < 0 || rank >= world_size) {
-    throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " is out of range: a world of " +
-                                            std::to_string(world_size) + " has ranks 0 to " +
-                                            std::to_string(world_size - 1));
-  }
-  detail::LaunchEnv env;
-  env.rank = rank;
-  env.world_size = world_size;
+  detail::LaunchEnv env = detail::place(rank, world_size);
   env.local_rank = rank;
   env.launcher = "explicit";
   if (!init_address.empty()) env.init = detail::parse_init_address(init_address, "init_address");
@@ -128,17 +134,9 @@ Communicator::Communicator(int rank, int world_size, const std::string& init_add
 
 Communicator Communicator::from_exchange(int rank, int world_size, int local_rank, const BlobExchange& exchange,
                                          const CommunicatorOptions& options) {
-  if (world_size < 1) throw Error(Errc::invalid_argument, "world_size is " + std::to_string(world_size));
-  if (rank < 0 || rank >= world_size) {
-    throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " is out of range: a world of " +
-                                            std::to_string(world_size) + " has ranks 0 to " +
-                                            std::to_string(world_size - 1));
-  }
+  detail::LaunchEnv env = detail::place(rank, world_size);
   if (local_rank < 0) throw Error(Errc::invalid_argument, "local_rank is " + std::to_string(local_rank));
   if (!exchange) throw Error(Errc::invalid_argument, "from_exchange needs an exchange function, got none");
-  detail::LaunchEnv env;
-  env.rank = rank;
-  env.world_size = world_size;
   env.local_rank = local_rank;
   env.launcher = "caller's exchange";
   env.timeout = detail::read_comm_timeout(detail::process_env_lookup());

@@ -18,7 +18,6 @@
 #include "comm/comm_launch.hpp"
 #include "comm/host_transfer.hpp"
 #include "comm/shared_segment.hpp"
-#include "memory/pool_state.hpp"
 
 namespace gpuxfer {
 namespace {

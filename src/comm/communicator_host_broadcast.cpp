@@ -120,8 +120,8 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
       s, is_root ? data.size() : 0, recv != nullptr ? capacity : 0, what + " (the exchange of sizes)");
   const std::uint64_t bytes = pairs[2 * static_cast<std::size_t>(root)];
   if (recv == nullptr && bytes > 0) {
-    throw Error(Errc::invalid_argument, s.where + ": " + what + ": recv is null for the root's " +
-                                            detail::bytes_text(bytes));
+    throw Error(Errc::invalid_argument,
+                s.where + ": " + what + ": recv is null for the root's " + detail::bytes_text(bytes));
   }
   std::vector<std::uint64_t> capacities(static_cast<std::size_t>(s.world_size));
   for (std::size_t r = 0; r < capacities.size(); ++r) capacities[r] = pairs[2 * r + 1];
@@ -132,6 +132,8 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
   const detail::NodeRecord& root_node = s.nodes[static_cast<std::size_t>(root)];
   const std::string name = detail::shared_segment_name(root_node.pid, root_node.nonce, call);
 
+  // The size exchange ran after the legacy default stream's work and was waited for: the root's host reads
+  // of data below come after that work too (a copy into data queued there, say).
   RootSide side{s, data, recv, plan, what, {}, {}};
   Outcome ready{s.comm, {}};
   if (is_root) ready.run([&] { side.prepare(name); });

@@ -113,11 +113,11 @@ void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_
   const std::string where = s.where + ": " + what + ": " + name + " from byte " + std::to_string(offset);
   const SegmentLock lock(part.data(), bytes, s.stream.get(), where);
   if (from_device != nullptr) {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part.data(), from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()),
-                         where);
+    GPUXFER_CUDA_TRY_CTX(
+        cudaMemcpyAsync(part.data(), from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()), where);
   } else {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(to_device, part.data(), bytes, cudaMemcpyHostToDevice, s.stream.get()),
-                         where);
+    GPUXFER_CUDA_TRY_CTX(
+        cudaMemcpyAsync(to_device, part.data(), bytes, cudaMemcpyHostToDevice, s.stream.get()), where);
   }
   s.comm.wait(*record_event(s.device, s.stream.get()), what, rank_text(root));
 }

@@ -48,12 +48,14 @@ struct Outcome {
     }
   }
   [[nodiscard]] std::uint64_t status() const { return failure ? 1 : 0; }
-  [[nodiscard]] std::uint64_t code() const { return failure ? static_cast<std::uint64_t>(failure->code()) : 0; }
+  [[nodiscard]] std::uint64_t code() const {
+    return failure ? static_cast<std::uint64_t>(failure->code()) : 0;
+  }
 };
 
-/// Every rank's outcome of @p step, exchanged (all_gather_pairs of (status, code), named "<what> (<exchange>)").
-/// Throws this rank's own failure first, else Error(Errc::comm_error) naming the ranks that failed; returns
-/// when every rank's step went well.
+/// Every rank's outcome of @p step, exchanged (all_gather_pairs of (status, code), named "<what>
+/// (<exchange>)"). Throws this rank's own failure first, else Error(Errc::comm_error) naming the ranks that
+/// failed; returns when every rank's step went well.
 void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
                        const std::string& exchange, const std::string& step);
 

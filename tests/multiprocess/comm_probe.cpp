@@ -142,8 +142,8 @@ struct Checker {
   }
 
   // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
-  // (the 64 past the size must stay poisoned). The recv is poisoned on the legacy default stream just
-  // before (cudaMemsetAsync, not waited): the broadcast must start after it.
+  // (the 64 past the size must stay poisoned). The recv is poisoned, and pinned data filled from the
+  // device, on the legacy default stream just before (not waited): the broadcast must start after both.
   void broadcast_from_host(std::size_t bytes, int root, bool pinned) {
     const std::string what = "broadcast_from_host " + std::to_string(bytes) + " from " + std::to_string(root) +
                              (pinned ? " (pinned)" : " (pageable)");
@@ -151,18 +151,23 @@ struct Checker {
     cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, 0), "poison");
     std::vector<std::byte> pageable;
     gpuxfer::testing::PinnedMemory locked;
+    DeviceMemory source;
     std::span<const std::byte> data;
     if (comm.rank() == root) {
-      std::span<std::byte> host;
       if (pinned) {
+        // Pattern on the device, copied into the pinned data on the legacy default stream.
         locked = gpuxfer::testing::PinnedMemory(bytes);
-        host = locked.span();
+        std::vector<std::byte> pattern(bytes);
+        gpuxfer::pattern::fill_host(pattern, seed(root, bytes) + 2);
+        source = DeviceMemory(comm.device(), bytes + 1);
+        cuda_check(cudaMemcpy(source.get(), pattern.data(), bytes, cudaMemcpyHostToDevice), "fill");
+        cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
+        data = locked.span();
       } else {
         pageable.resize(bytes);
-        host = pageable;
+        gpuxfer::pattern::fill_host(pageable, seed(root, bytes) + 2);
+        data = pageable;
       }
-      gpuxfer::pattern::fill_host(host, seed(root, bytes) + 2);
-      data = host;
     }
     comm.broadcast_from_host(data, recv.get(), bytes + 64, root);
     const auto got = read(recv);

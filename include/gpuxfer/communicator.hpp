@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,33 @@ class Communicator {
   ///         where NCCL says, after ncclCommAbort) and, on every other rank, when one rank failed to
   ///         write its part (naming it: that rank throws its own error)
   std::vector<HostBuffer> gather_to_host(const void* send, std::size_t bytes, int root);
+
+  /// Copies @p root's host bytes @p data (pageable or page-locked; read on the root only) into every rank's
+  /// @p recv (device memory of this rank's device, @p capacity bytes; the root's too); the bytes of recv past
+  /// the root's size are left alone. The ranks first exchange the root's size and their capacities, so that
+  /// a recv too small (or null for bytes) is Errc::invalid_argument on every rank. Blocking: starts after the
+  /// work queued on the legacy default stream and after this communicator's earlier operations (whatever
+  /// their streams), comes before its later ones, and returns when @p recv holds the bytes on this rank
+  /// (the root may reuse @p data then). It waits on the host for three exchanges of two words a rank (four
+  /// on the first host operation, which also exchanges the ranks' nodes), each bounded by the timeout. Not
+  /// yet run on a GPU.
+  ///
+  /// Paths. The root writes the bytes once into a POSIX shared-memory segment made for the call (unlinked
+  /// before it returns), which every other rank of its node maps, page-locks and copies from into its own
+  /// GPU, over its own PCIe link. The root copies them into its own recv (straight from @p data when it is
+  /// page-locked, else through pinned memory of the communicator's pool, so that no copy from pageable
+  /// memory makes it wait outside a bounded wait); the ranks of other nodes receive them from the root's
+  /// recv over NCCL (grouped ncclSend / ncclRecv, the root and those ranks only).
+  ///
+  /// @throws Error(Errc::invalid_argument) for a root out of range and, on every rank, for a recv smaller
+  ///         than the root's size or null while the root has bytes; Error(Errc::invalid_buffer) when
+  ///         @p recv is not @p capacity bytes of this rank's device memory; Error(Errc::out_of_memory) when
+  ///         the root's pinned memory or /dev/shm has no room, on the root, and then Error(Errc::comm_error)
+  ///         naming the root on the other ranks; Error(Errc::cuda_error) for a failed CUDA call;
+  ///         Error(Errc::comm_error) when a peer is dead or late (naming the rank where NCCL says, after
+  ///         ncclCommAbort) and, on every other rank, when one rank failed to take the bytes (naming it:
+  ///         that rank throws its own error)
+  void broadcast_from_host(std::span<const std::byte> data, void* recv, std::size_t capacity, int root);
 
   /// Waits on the host until @p stream's work queued so far is done, polling NCCL's asynchronous error,
   /// at most the timeout: the bounded wait for the stream-ordered forms.

@@ -1,6 +1,6 @@
 // What a Communicator holds: its place in the job, its device, the NCCL communicator, a stream of its own
-// for the blocking forms and the size exchange, the order of its operations, and what gather_to_host
-// keeps between calls.
+// for the blocking forms and the size exchange, the order of its operations, and what the host operations
+// keep between calls.
 #pragma once
 
 #include <chrono>
@@ -47,13 +47,14 @@ struct CommunicatorState {
   /// communicator run in the order they were called, whatever the callers' streams.
   SharedEvent last;
 
-  // gather_to_host (made on its first call): every rank's node record and its node's first rank, the
-  // count of calls (part of the shared segments' names), the pool of the root's HostBuffers, and the
-  // root's device staging for other nodes' bytes.
+  // The host operations (gather_to_host, broadcast_from_host; made on the first call): every rank's node
+  // record and its node's first rank, the count of their calls (part of the shared segments' names; every
+  // rank counts every call, so the ranks agree on it), the pool of pinned host memory, and
+  // gather_to_host's device staging on the root for other nodes' bytes.
   std::optional<std::string> node_id;  ///< GPUXFER_NODE_ID, read at creation
   std::vector<NodeRecord> nodes;
   std::vector<int> node_leaders;
-  std::uint64_t host_gathers = 0;
+  std::uint64_t host_calls = 0;
   std::unique_ptr<PinnedPool> pool;
   std::unique_ptr<std::byte, DeviceFree> staging;
   std::size_t staging_bytes = 0;

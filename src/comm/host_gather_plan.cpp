@@ -95,6 +95,22 @@ std::vector<int> node_leaders(std::span<const NodeRecord> records) {
   return leaders;
 }
 
+std::vector<HostRoute> host_routes(std::span<const int> leaders, int root, const std::string& what) {
+  if (root < 0 || static_cast<std::size_t>(root) >= leaders.size()) {
+    throw Error(Errc::invalid_argument, what + ": the root is out of range (ranks 0 to " +
+                                            std::to_string(static_cast<long>(leaders.size()) - 1) + ")");
+  }
+  std::vector<HostRoute> route(leaders.size());
+  for (std::size_t r = 0; r < leaders.size(); ++r) {
+    if (static_cast<int>(r) == root) {
+      route[r] = HostRoute::root;
+    } else {
+      route[r] = leaders[r] == leaders[static_cast<std::size_t>(root)] ? HostRoute::segment : HostRoute::network;
+    }
+  }
+  return route;
+}
+
 HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes, std::span<const int> leaders, int root,
                                 std::size_t page) {
   const std::string what = "gather_to_host to rank " + std::to_string(root);
@@ -102,14 +118,10 @@ HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes, std::span<
     throw Error(Errc::invalid_argument, what + ": " + std::to_string(sizes.size()) + " sizes for " +
                                             std::to_string(leaders.size()) + " ranks");
   }
-  if (root < 0 || static_cast<std::size_t>(root) >= sizes.size()) {
-    throw Error(Errc::invalid_argument, what + ": the root is out of range (ranks 0 to " +
-                                            std::to_string(static_cast<long>(sizes.size()) - 1) + ")");
-  }
   if (page == 0) throw Error(Errc::invalid_argument, what + ": a page size of 0");
   constexpr std::size_t staging_granule = 256;
   HostGatherPlan plan;
-  plan.route.resize(sizes.size());
+  plan.route = host_routes(leaders, root, what);
   plan.offset.resize(sizes.size());
   for (std::size_t r = 0; r < sizes.size(); ++r) {
     if (sizes[r] > std::numeric_limits<std::size_t>::max()) {
@@ -117,18 +129,43 @@ HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes, std::span<
                   what + ": rank " + std::to_string(r) + "'s size does not fit in memory");
     }
     const auto bytes = static_cast<std::size_t>(sizes[r]);
-    if (static_cast<int>(r) == root) {
-      plan.route[r] = HostRoute::root;
-    } else if (leaders[r] == leaders[static_cast<std::size_t>(root)]) {
-      plan.route[r] = HostRoute::segment;
+    if (plan.route[r] == HostRoute::segment) {
       plan.offset[r] = plan.segment_bytes;
       if (bytes > 0) plan.segment_bytes = round_up(add(plan.segment_bytes, bytes, what), page, what);
-    } else {
-      plan.route[r] = HostRoute::network;
+    } else if (plan.route[r] == HostRoute::network) {
       plan.offset[r] = plan.staging_bytes;
       if (bytes > 0)
         plan.staging_bytes = round_up(add(plan.staging_bytes, bytes, what), staging_granule, what);
     }
+  }
+  return plan;
+}
+
+HostBroadcastPlan plan_host_broadcast(std::uint64_t bytes, std::span<const std::uint64_t> capacities,
+                                      std::span<const int> leaders, int root, const std::string& what) {
+  if (capacities.size() != leaders.size()) {
+    throw Error(Errc::invalid_argument, what + ": " + std::to_string(capacities.size()) + " capacities for " +
+                                            std::to_string(leaders.size()) + " ranks");
+  }
+  HostBroadcastPlan plan;
+  plan.route = host_routes(leaders, root, what);
+  if (bytes > std::numeric_limits<std::size_t>::max()) {
+    throw Error(Errc::invalid_argument, what + ": the root's size does not fit in memory");
+  }
+  std::string short_recvs;
+  for (std::size_t r = 0; r < capacities.size(); ++r) {
+    if (capacities[r] >= bytes) continue;
+    short_recvs += (short_recvs.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " (" +
+                   std::to_string(capacities[r]) + " bytes)";
+  }
+  if (!short_recvs.empty()) {
+    throw Error(Errc::invalid_argument, what + ": the recv of " + short_recvs + " cannot take the root's " +
+                                            std::to_string(bytes) + " bytes");
+  }
+  if (bytes == 0) return plan;
+  for (const HostRoute route : plan.route) {
+    if (route == HostRoute::segment) plan.segment_bytes = static_cast<std::size_t>(bytes);
+    if (route == HostRoute::network) plan.network = true;
   }
   return plan;
 }

@@ -1,6 +1,7 @@
-// What gather_to_host decides without a GPU: which ranks share a node (a fixed-size record that every
-// rank sends once, compared byte for byte) and, from every rank's size, which way each rank's bytes take
-// to the root's host and where they land in the shared segment or in the root's device staging.
+// What the host operations decide without a GPU: which ranks share a node (a fixed-size record that every
+// rank sends once, compared byte for byte), which way each rank's bytes take between the root's host and
+// its GPU (the root's node's shared segment or NCCL with the root's GPU), and, for gather_to_host, where
+// they land in the segment or the root's device staging; for broadcast_from_host, the recvs too small.
 #pragma once
 
 #include <cstddef>
@@ -51,10 +52,15 @@ static_assert(sizeof(NodeRecord) == 256);
 [[nodiscard]] std::vector<int> node_leaders(std::span<const NodeRecord> records);
 
 enum class HostRoute {
-  root,     ///< the root's own bytes: a copy from its GPU into its HostBuffer
-  segment,  ///< a rank of the root's node: a copy from its GPU into its part of the shared segment
-  network,  ///< a rank of another node: NCCL to the root's GPU, then the root's copy to its HostBuffer
+  root,     ///< the root itself: a copy between its GPU and its own host memory
+  segment,  ///< a rank of the root's node: a copy between its GPU and the root's shared segment
+  network,  ///< a rank of another node: NCCL between its GPU and the root's GPU
 };
+
+/// Every rank's route to or from @p root's host, @p leaders as node_leaders gives them; @p what names the
+/// operation in messages.
+/// @throws Error(Errc::invalid_argument) for a root out of range
+[[nodiscard]] std::vector<HostRoute> host_routes(std::span<const int> leaders, int root, const std::string& what);
 
 struct HostGatherPlan {
   std::vector<HostRoute> route;  ///< per rank
@@ -71,5 +77,18 @@ struct HostGatherPlan {
 ///         does not fit in memory
 [[nodiscard]] HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes,
                                               std::span<const int> leaders, int root, std::size_t page);
+
+struct HostBroadcastPlan {
+  std::vector<HostRoute> route;   ///< per rank
+  std::size_t segment_bytes = 0;  ///< the root's bytes, or 0: no rank of the root's node but the root takes them
+  bool network = false;           ///< whether a rank of another node takes bytes (over NCCL from the root's GPU)
+};
+
+/// The plan for @p root's @p bytes into every rank's recv of @p capacities (bytes per rank), @p leaders as
+/// node_leaders gives them; @p what names the operation in messages. No segment and no network for 0 bytes.
+/// @throws Error(Errc::invalid_argument) for a root out of range, mismatched spans, a size that does not fit
+///         in memory, or recvs smaller than @p bytes (naming every such rank and its capacity)
+[[nodiscard]] HostBroadcastPlan plan_host_broadcast(std::uint64_t bytes, std::span<const std::uint64_t> capacities,
+                                                    std::span<const int> leaders, int root, const std::string& what);
 
 }  // namespace gpuxfer::detail

@@ -1,5 +1,6 @@
-// gather_to_host's decisions without a GPU: which ranks share a node (the node record and its
-// comparison) and which way each rank's bytes take, where they land, and the sizes it refuses.
+// The host operations' decisions without a GPU: which ranks share a node (the node record and its
+// comparison); for gather_to_host which way each rank's bytes take, where they land, and the sizes it
+// refuses; for broadcast_from_host which ranks read the segment or take NCCL, and the recvs it refuses.
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -140,6 +141,64 @@ TEST(HostGatherPlan, RefusesABadRootMismatchedSpansAndSizesThatDoNotFit) {
                                        0, 4096);
       },
       Errc::invalid_argument, "more than fits in memory"));
+}
+
+TEST(HostRoutes, TheRootsNodeTakesTheSegmentOtherNodesTheNetwork) {
+  const std::vector<int> leaders{0, 0, 2, 2, 0};
+  EXPECT_EQ(detail::host_routes(leaders, 4, "op"),
+            (std::vector<HostRoute>{HostRoute::segment, HostRoute::segment, HostRoute::network, HostRoute::network,
+                                    HostRoute::root}));
+  EXPECT_EQ(detail::host_routes(leaders, 3, "op"),
+            (std::vector<HostRoute>{HostRoute::network, HostRoute::network, HostRoute::segment, HostRoute::root,
+                                    HostRoute::network}));
+  EXPECT_TRUE(throws_error([&] { (void)detail::host_routes(leaders, 5, "op"); }, Errc::invalid_argument,
+                           "op: the root is out of range (ranks 0 to 4)"));
+}
+
+TEST(HostBroadcastPlan, TheRootsNodeReadsTheSegmentOtherNodesTakeNccl) {
+  // Ranks 0 to 2 on node 0, ranks 3 and 4 on node 3.
+  const std::vector<int> leaders{0, 0, 0, 3, 3};
+  const std::vector<std::uint64_t> capacities{4099, 5000, 4099, 4099, 1 << 20};
+  const auto plan = detail::plan_host_broadcast(4099, capacities, leaders, 1, "op");
+  EXPECT_EQ(plan.route, (std::vector<HostRoute>{HostRoute::segment, HostRoute::root, HostRoute::segment,
+                                                HostRoute::network, HostRoute::network}));
+  EXPECT_EQ(plan.segment_bytes, 4099u);  // one copy of the bytes, read by every rank of the node
+  EXPECT_TRUE(plan.network);
+  const auto from_other_node = detail::plan_host_broadcast(7, capacities, leaders, 4, "op");
+  EXPECT_EQ(from_other_node.segment_bytes, 7u);  // rank 3 shares the root's node
+  EXPECT_TRUE(from_other_node.network);
+}
+
+TEST(HostBroadcastPlan, NoSegmentWithoutOtherRanksOnTheRootsNodeNorForNoBytes) {
+  const auto alone = detail::plan_host_broadcast(10, std::vector<std::uint64_t>{10, 10}, std::vector<int>{0, 1},
+                                                 0, "op");
+  EXPECT_EQ(alone.segment_bytes, 0u);
+  EXPECT_TRUE(alone.network);
+  const auto one = detail::plan_host_broadcast(10, std::vector<std::uint64_t>{10}, std::vector<int>{0}, 0, "op");
+  EXPECT_EQ(one.route, (std::vector<HostRoute>{HostRoute::root}));
+  EXPECT_EQ(one.segment_bytes, 0u);
+  EXPECT_FALSE(one.network);
+  const auto none = detail::plan_host_broadcast(0, std::vector<std::uint64_t>{0, 0, 0}, std::vector<int>{0, 0, 2},
+                                                0, "op");
+  EXPECT_EQ(none.segment_bytes, 0u);
+  EXPECT_FALSE(none.network);
+}
+
+TEST(HostBroadcastPlan, RefusesRecvsTooSmallNamingEachAndABadRootOrSpans) {
+  const std::vector<int> leaders{0, 0, 2};
+  EXPECT_TRUE(throws_error(
+      [&] { (void)detail::plan_host_broadcast(100, std::vector<std::uint64_t>{99, 100, 0}, leaders, 1, "op"); },
+      Errc::invalid_argument, "op: the recv of rank 0 (99 bytes), rank 2 (0 bytes) cannot take the root's 100 bytes"));
+  // The root's own recv counts too.
+  EXPECT_TRUE(throws_error(
+      [&] { (void)detail::plan_host_broadcast(100, std::vector<std::uint64_t>{100, 1, 100}, leaders, 1, "op"); },
+      Errc::invalid_argument, "rank 1 (1 bytes)"));
+  EXPECT_TRUE(throws_error(
+      [&] { (void)detail::plan_host_broadcast(1, std::vector<std::uint64_t>{1, 1, 1}, leaders, 3, "op"); },
+      Errc::invalid_argument, "root is out of range"));
+  EXPECT_TRUE(throws_error(
+      [&] { (void)detail::plan_host_broadcast(1, std::vector<std::uint64_t>{1, 1}, leaders, 0, "op"); },
+      Errc::invalid_argument, "2 capacities for 3 ranks"));
 }
 
 }  // namespace

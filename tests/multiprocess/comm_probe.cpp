@@ -1,11 +1,13 @@
 // One rank of a Communicator test job, started alone (a world of one) or by `gpuxfer launch -n N`:
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
-//                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them),
-//                    every byte compared; prints
+//                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them;
+//                    broadcast_from_host from pageable and pinned host memory, and a recv too small refused
+//                    on every rank), every byte compared; prints
 //                    "rank R of N: C checks passed" and exits 0, else prints the first mismatch and exits 1
 //   ops separate-nodes
 //                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
-//                    takes the path between nodes (NCCL to the root's GPU) instead of the shared segment
+//                    and broadcast_from_host take the path between nodes (NCCL with the root's GPU) instead
+//                    of the shared segment
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <cstdio>
@@ -139,6 +141,57 @@ struct Checker {
     }
   }
 
+  // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
+  // (the 64 past the size must stay poisoned). The recv is poisoned, and pinned data filled from the
+  // device, on the legacy default stream just before (not waited): the broadcast must start after both.
+  void broadcast_from_host(std::size_t bytes, int root, bool pinned) {
+    const std::string what = "broadcast_from_host " + std::to_string(bytes) + " from " + std::to_string(root) +
+                             (pinned ? " (pinned)" : " (pageable)");
+    DeviceMemory recv(comm.device(), bytes + 64);
+    cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, 0), "poison");
+    std::vector<std::byte> pageable;
+    gpuxfer::testing::PinnedMemory locked;
+    DeviceMemory source;
+    std::span<const std::byte> data;
+    if (comm.rank() == root) {
+      if (pinned) {
+        // Pattern on the device, copied into the pinned data on the legacy default stream.
+        locked = gpuxfer::testing::PinnedMemory(bytes);
+        std::vector<std::byte> pattern(bytes);
+        gpuxfer::pattern::fill_host(pattern, seed(root, bytes) + 2);
+        source = DeviceMemory(comm.device(), bytes + 1);
+        cuda_check(cudaMemcpy(source.get(), pattern.data(), bytes, cudaMemcpyHostToDevice), "fill");
+        cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
+        data = locked.span();
+      } else {
+        pageable.resize(bytes);
+        gpuxfer::pattern::fill_host(pageable, seed(root, bytes) + 2);
+        data = pageable;
+      }
+    }
+    comm.broadcast_from_host(data, recv.get(), bytes + 64, root);
+    const auto got = read(recv);
+    expect(got, 0, bytes, seed(root, bytes) + 2, what);
+    expect_tail(got, bytes, what);
+  }
+
+  // A recv one byte short on rank 0 is refused on every rank, naming rank 0; the communicator stays usable.
+  void broadcast_from_host_refused(int root) {
+    const std::size_t bytes = 4099;
+    const std::size_t capacity = comm.rank() == 0 ? bytes - 1 : bytes;
+    DeviceMemory recv(comm.device(), bytes);
+    std::vector<std::byte> host(comm.rank() == root ? bytes : 0, std::byte{1});
+    ++checks;
+    try {
+      comm.broadcast_from_host(host, recv.get(), capacity, root);
+      if (first_failure.empty()) first_failure = "broadcast_from_host into a short recv: not refused";
+    } catch (const gpuxfer::Error& e) {
+      const bool named = std::string(e.what()).find("rank 0 (4098 bytes)") != std::string::npos;
+      if ((e.code() != gpuxfer::Errc::invalid_argument || !named) && first_failure.empty())
+        first_failure = std::string("broadcast_from_host into a short recv: ") + e.what();
+    }
+  }
+
   void all_gather(std::size_t bytes, bool async, cudaStream_t stream) {
     const std::size_t total = bytes * static_cast<std::size_t>(comm.world_size());
     const std::string what = "all_gather " + std::to_string(bytes);
@@ -189,12 +242,16 @@ int run_ops(bool separate_nodes) {
         if (async) {
           check.gather_to_host(bytes, true, a);
           check.gather_to_host(bytes, false, a);
+          check.broadcast_from_host(bytes, a, false);
+          check.broadcast_from_host(bytes, a, true);
         }
         for (int b = 0; b < comm.world_size(); ++b) check.copy(bytes, a, b, async, stream.get());
       }
       check.all_gather(bytes, async, stream.get());
     }
   }
+  check.broadcast_from_host_refused(comm.world_size() - 1);
+  check.broadcast(4099, 0, false, stream.get());  // still usable after the refusal
   if (!check.first_failure.empty()) {
     std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), check.first_failure.c_str());
     return 1;

@@ -1,6 +1,6 @@
 // Communicator across processes on GPUs, through comm_probe: a world of one on one GPU, a world of two
-// started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host through the shared
-// segment, and with each rank a node of its own over NCCL), and a rank that leaves before NCCL
+// started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host and broadcast_from_host
+// through the shared segment, and with each rank a node of its own over NCCL), and a rank that leaves before NCCL
 // (the other fails within GPUXFER_TIMEOUT, naming it). Skips, saying why, without enough GPUs.
 #include <chrono>
 #include <string>
@@ -46,7 +46,7 @@ TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
   EXPECT_TRUE(has(run, "[0] rank 0 of 2: ")) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
-  // One node: gather_to_host's rank 1 writes through the shared segment.
+  // One node: gather_to_host's and broadcast_from_host's rank 1 go through the shared segment.
   EXPECT_TRUE(has(run, "rank 1 of 2 (device 1): on node '")) << run.output;
   EXPECT_TRUE(has(run, "', with the node of rank 0")) << run.output;
 }
@@ -61,8 +61,8 @@ TEST(CommunicatorGpu, AWorldOfTwoOverTheNetworkTransport) {
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
 }
 
-// Each rank on a node of its own (GPUXFER_NODE_ID): gather_to_host's bytes go over NCCL to the root's
-// GPU, here through the network transport, as between two machines.
+// Each rank on a node of its own (GPUXFER_NODE_ID): gather_to_host's and broadcast_from_host's bytes go
+// over NCCL with the root's GPU, here through the network transport, as between two machines.
 TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
   REQUIRE_GPUS(2);
   const LaunchRun run =

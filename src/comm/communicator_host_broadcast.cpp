@@ -1,0 +1,153 @@
+// Communicator::broadcast_from_host: the root's host bytes into every rank's device memory, each rank of
+// the root's node over its own PCIe link. The root writes the bytes once into a POSIX shared segment made
+// for the call, which every other rank of its node maps, page-locks and copies into its GPU; the root
+// copies them into its own GPU, and from there over NCCL to the ranks of other nodes. Exchanges of two
+// words a rank order it, as gather_to_host's: the root's size and every rank's capacity, the root's
+// "ready" (segment written and its own copy queued, or why not) and every rank's "done" (its bytes in
+// place, or why not), so that a failure on one rank makes every rank throw instead of wait.
+#include <gpuxfer/communicator.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/host_buffer.hpp>
+
+#include "comm/comm_launch.hpp"
+#include "comm/host_transfer.hpp"
+#include "comm/shared_segment.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using detail::CommunicatorState;
+using detail::HostBroadcastPlan;
+using detail::HostRoute;
+using detail::Outcome;
+using detail::rank_text;
+
+// Whether CUDA knows @p data as page-locked (cudaHostAlloc or cudaHostRegister), by its first and last byte.
+bool page_locked(std::span<const std::byte> data) {
+  for (const std::byte* byte : {data.data(), data.data() + data.size() - 1}) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, byte) != cudaSuccess) {
+      (void)cudaGetLastError();  // not a pointer CUDA knows: pageable
+      return false;
+    }
+    if (attributes.type != cudaMemoryTypeHost) return false;
+  }
+  return true;
+}
+
+// The root: the segment written and its own copy queued ("ready"), then NCCL's sends to other nodes.
+struct RootSide {
+  CommunicatorState& s;
+  std::span<const std::byte> data;
+  void* recv;
+  const HostBroadcastPlan& plan;
+  const std::string& what;
+  detail::SharedSegment segment;
+  HostBuffer staged;  ///< pinned copy of pageable data
+
+  // After a failure the root's copy may still be queued: the staging goes back after it.
+  ~RootSide() {
+    if (!staged.empty()) detail::give_back_after_stream(s, std::span(&staged, 1));
+  }
+
+  void prepare(const std::string& name) {
+    if (plan.segment_bytes > 0) {
+      segment = detail::SharedSegment::create(name, plan.segment_bytes);
+      std::memcpy(segment.data(), data.data(), data.size());
+    }
+    // A copy from pageable memory synchronises the stream on the host, a wait no timeout bounds: the
+    // bytes go through pinned memory instead.
+    const std::byte* source = data.data();
+    if (!page_locked(data)) {
+      staged = detail::pool_of(s).acquire(data.size());
+      std::memcpy(staged.data(), data.data(), data.size());
+      source = staged.data();
+    }
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, s.stream.get()),
+                         s.where + ": " + what + ": its own copy");
+  }
+
+  // Queued after its own copy (same stream): its recv to every rank of another node.
+  void send() {
+    if (!plan.network) return;
+    const cudaStream_t stream = s.stream.get();
+    detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
+      for (int r = 0; r < s.world_size; ++r) {
+        if (plan.route[static_cast<std::size_t>(r)] != HostRoute::network) continue;
+        const ncclResult_t sent = ncclSend(recv, data.size(), ncclUint8, r, s.comm.get(), stream);
+        if (sent != ncclSuccess && sent != ncclInProgress) return sent;
+      }
+      return ncclSuccess;
+    });
+  }
+};
+
+// This rank's bytes into its recv: out of the root's segment, or over NCCL from the root's GPU.
+void take(CommunicatorState& s, const HostBroadcastPlan& plan, void* recv, std::size_t bytes,
+          const std::string& name, int root, const std::string& what) {
+  if (plan.route[static_cast<std::size_t>(s.rank)] == HostRoute::segment) {
+    detail::copy_with_segment(s, name, 0, bytes, nullptr, recv, root, what);
+    return;
+  }
+  const cudaStream_t stream = s.stream.get();
+  detail::launch(s, stream, what, rank_text(root),
+                 [&] { return ncclRecv(recv, bytes, ncclUint8, root, s.comm.get(), stream); });
+}
+
+}  // namespace
+
+void Communicator::broadcast_from_host(std::span<const std::byte> data, void* recv, std::size_t capacity,
+                                       int root) {
+  CommunicatorState& s = *state_;
+  detail::DeviceGuard guard(s.device);
+  const std::string what = "broadcast_from_host from " + rank_text(root);
+  detail::check_rank(s, root, "root", what);
+  s.comm.check_usable(what);
+  // A null recv is refused below, on every rank, when the root has bytes for it.
+  if (recv != nullptr) detail::check_buffer(s, recv, capacity, "recv", what);
+  // After the legacy default stream's work, as the other blocking forms.
+  detail::stream_wait(s.stream.get(), detail::record_event(s.device, cudaStreamLegacy));
+  detail::know_nodes(s, what);
+  const bool is_root = s.rank == root;
+  const std::vector<std::uint64_t> pairs = detail::all_gather_pairs(
+      s, is_root ? data.size() : 0, recv != nullptr ? capacity : 0, what + " (the exchange of sizes)");
+  const std::uint64_t bytes = pairs[2 * static_cast<std::size_t>(root)];
+  if (recv == nullptr && bytes > 0) {
+    throw Error(Errc::invalid_argument,
+                s.where + ": " + what + ": recv is null for the root's " + detail::bytes_text(bytes));
+  }
+  std::vector<std::uint64_t> capacities(static_cast<std::size_t>(s.world_size));
+  for (std::size_t r = 0; r < capacities.size(); ++r) capacities[r] = pairs[2 * r + 1];
+  const HostBroadcastPlan plan =
+      detail::plan_host_broadcast(bytes, capacities, s.node_leaders, root, s.where + ": " + what);
+  const std::uint64_t call = s.host_calls++;  // every rank counts every call: the name agrees
+  if (bytes == 0) return;
+  const detail::NodeRecord& root_node = s.nodes[static_cast<std::size_t>(root)];
+  const std::string name = detail::shared_segment_name(root_node.pid, root_node.nonce, call);
+
+  // The size exchange ran after the legacy default stream's work and was waited for: the root's host reads
+  // of data below come after that work too (a copy into data queued there, say).
+  RootSide side{s, data, recv, plan, what, {}, {}};
+  Outcome ready{s.comm, {}};
+  if (is_root) ready.run([&] { side.prepare(name); });
+  detail::exchange_outcomes(s, ready, what, "ready", "the root's preparation (shared segment, its own copy)");
+
+  Outcome done{s.comm, {}};
+  if (is_root) {
+    done.run([&] { side.send(); });
+  } else {
+    done.run([&] { take(s, plan, recv, static_cast<std::size_t>(bytes), name, root, what); });
+  }
+  // Queued after this rank's copies: when it completes, this rank's recv holds the bytes (and the root's
+  // sends are over), so the segment may go.
+  detail::exchange_outcomes(s, done, what, "done", "taking the bytes");
+}
+
+}  // namespace gpuxfer

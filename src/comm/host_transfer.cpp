@@ -1,0 +1,137 @@
+#include "comm/host_transfer.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include <nccl.h>
+
+#include <gpuxfer/host_buffer.hpp>
+
+#include "comm/comm_launch.hpp"
+#include "comm/host_gather_plan.hpp"
+#include "comm/shared_segment.hpp"
+#include "memory/pool_state.hpp"
+#include "runtime/log.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+// Page-locks [ptr, ptr + bytes) (a mapping of a shared segment) for this rank's GPU's copy; undone after
+// the stream is idle (so that no copy still runs on it) on every path.
+class SegmentLock {
+ public:
+  SegmentLock(void* ptr, std::size_t bytes, cudaStream_t stream, const std::string& where) : stream_(stream) {
+    GPUXFER_CUDA_TRY_CTX(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable), where);
+    ptr_ = ptr;
+  }
+  ~SegmentLock() {
+    (void)cudaStreamSynchronize(stream_);  // only this call's copy can be queued on it: bounded
+    (void)cudaHostUnregister(ptr_);
+  }
+  SegmentLock(const SegmentLock&) = delete;
+  SegmentLock& operator=(const SegmentLock&) = delete;
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
+
+std::atomic<std::uint64_t> communicators_in_process{0};
+
+// One per communicator: random (random_device), with a count of this process's communicators mixed in
+// should random_device be deterministic.
+std::uint64_t make_nonce() {
+  std::random_device device;
+  const std::uint64_t random = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  return random ^ (++communicators_in_process * 0x9E3779B97F4A7C15ull);
+}
+
+}  // namespace
+
+PinnedPool& pool_of(CommunicatorState& s) {
+  if (!s.pool) {
+    s.pool = std::make_unique<PinnedPool>(std::numeric_limits<std::size_t>::max());
+    PoolState::of(*s.pool).device = s.device;
+  }
+  return *s.pool;
+}
+
+void know_nodes(CommunicatorState& s, const std::string& what) {
+  if (!s.node_leaders.empty()) return;
+  const std::size_t record = sizeof(NodeRecord);
+  const std::size_t all = record * static_cast<std::size_t>(s.world_size);
+  HostBuffer host = pool_of(s).acquire(all);
+  const NodeRecord mine = local_node_record(make_nonce(), s.node_id);
+  std::memcpy(host.data() + record * static_cast<std::size_t>(s.rank), &mine, record);
+  void* ptr = nullptr;
+  const std::string step = what + " (the exchange of node identities)";
+  GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, all), s.where + ": " + step);
+  const std::unique_ptr<std::byte, DeviceFree> device(static_cast<std::byte*>(ptr), {s.device});
+  std::byte* slot = device.get() + record * static_cast<std::size_t>(s.rank);
+  const cudaStream_t stream = s.stream.get();
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(slot, host.data() + record * static_cast<std::size_t>(s.rank), record,
+                                       cudaMemcpyHostToDevice, stream),
+                       s.where + ": " + step);
+  launch(s, stream, step, other_ranks(s.rank, s.world_size),
+         [&] { return ncclAllGather(slot, device.get(), record, ncclUint8, s.comm.get(), stream); });
+  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host.data(), device.get(), all, cudaMemcpyDeviceToHost, stream),
+                       s.where + ": " + step);
+  const SharedEvent done = record_event(s.device, stream);
+  s.comm.wait(*done, step, other_ranks(s.rank, s.world_size));
+  s.last = done;
+  std::vector<NodeRecord> nodes(static_cast<std::size_t>(s.world_size));
+  std::memcpy(nodes.data(), host.data(), all);
+  s.node_leaders = node_leaders(nodes);
+  s.nodes = std::move(nodes);
+  GPUXFER_LOG(info, s.where + ": on node '" + identity_text(mine) + "', with the node of rank " +
+                        std::to_string(s.node_leaders[static_cast<std::size_t>(s.rank)]));
+}
+
+void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
+                       const std::string& exchange, const std::string& step) {
+  const std::vector<std::uint64_t> pairs =
+      all_gather_pairs(s, mine.status(), mine.code(), what + " (" + exchange + ")");
+  if (mine.failure) throw *mine.failure;
+  std::string failed;
+  for (int r = 0; r < s.world_size; ++r) {
+    if (pairs[2 * static_cast<std::size_t>(r)] == 0) continue;
+    const auto code = static_cast<Errc>(pairs[2 * static_cast<std::size_t>(r) + 1]);
+    failed += (failed.empty() ? "" : ", ") + rank_text(r) + " (" + std::string(to_string(code)) + ")";
+  }
+  if (!failed.empty()) {
+    throw Error(Errc::comm_error, s.where + ": " + what + ": " + step + " failed on " + failed +
+                                      "; that rank's own error says why");
+  }
+}
+
+void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
+                       const void* from_device, void* to_device, int root, const std::string& what) {
+  SharedSegment part = SharedSegment::open(name, offset, bytes);
+  const std::string where = s.where + ": " + what + ": " + name + " from byte " + std::to_string(offset);
+  const SegmentLock lock(part.data(), bytes, s.stream.get(), where);
+  if (from_device != nullptr) {
+    GPUXFER_CUDA_TRY_CTX(
+        cudaMemcpyAsync(part.data(), from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()), where);
+  } else {
+    GPUXFER_CUDA_TRY_CTX(
+        cudaMemcpyAsync(to_device, part.data(), bytes, cudaMemcpyHostToDevice, s.stream.get()), where);
+  }
+  s.comm.wait(*record_event(s.device, s.stream.get()), what, rank_text(root));
+}
+
+void give_back_after_stream(CommunicatorState& s, std::span<HostBuffer> buffers) noexcept {
+  SharedEvent after;
+  try {
+    after = record_event(s.device, s.stream.get());
+  } catch (...) {
+    (void)cudaStreamSynchronize(s.stream.get());
+  }
+  for (HostBuffer& buffer : buffers) {
+    if (after) release_after(std::move(buffer), after);
+  }
+}
+
+}  // namespace gpuxfer::detail

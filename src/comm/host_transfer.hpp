@@ -1,0 +1,75 @@
+// What the Communicator's host operations (gather_to_host, broadcast_from_host) share: the pool of pinned
+// host memory, the ranks' node records (exchanged once), the outcome of one rank's step kept until the
+// ranks have told each other how theirs went, and a node rank's copy through the root's shared segment.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <gpuxfer/error.hpp>
+#include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/pinned_pool.hpp>
+
+#include "comm/communicator_state.hpp"
+
+namespace gpuxfer::detail {
+
+inline std::string rank_text(int rank) { return "rank " + std::to_string(rank); }
+
+/// The communicator's pool of pinned host memory, made on first use (no limit of its own: its buffers
+/// may be the caller's, held as long as it likes).
+PinnedPool& pool_of(CommunicatorState& s);
+
+/// The ranks' node records and node leaders, exchanged once (an ncclAllGather of 256 bytes a rank) on the
+/// first host operation; @p what names that operation in messages.
+void know_nodes(CommunicatorState& s, const std::string& what);
+
+/// A failure of this rank's own step, kept until the ranks have told each other how their step went.
+/// Not kept once the communicator is aborted: no exchange can follow then.
+struct Outcome {
+  const NcclComm& comm;
+  std::optional<Error> failure;
+  template <class Step>
+  void run(Step&& step) {
+    try {
+      step();
+    } catch (const Error& e) {
+      if (!comm.usable()) throw;
+      failure = e;
+    } catch (const std::bad_alloc&) {
+      failure = Error(Errc::out_of_memory, "out of host memory");
+    }
+  }
+  [[nodiscard]] std::uint64_t status() const { return failure ? 1 : 0; }
+  [[nodiscard]] std::uint64_t code() const {
+    return failure ? static_cast<std::uint64_t>(failure->code()) : 0;
+  }
+};
+
+/// Every rank's outcome of @p step, exchanged (all_gather_pairs of (status, code), named "<what>
+/// (<exchange>)"). Throws this rank's own failure first, else Error(Errc::comm_error) naming the ranks that
+/// failed; returns when every rank's step went well.
+void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
+                       const std::string& exchange, const std::string& step);
+
+/// A rank of the root's node: copies @p bytes from @p from_device into bytes [offset, offset + bytes) of the
+/// root's shared segment @p name, or (@p from_device null) from there into @p to_device (device memory of
+/// this rank's device), through a mapping of its own that it page-locks for the copy, and waits for it
+/// (bounded by the timeout). Unlocks and unmaps on every path.
+/// @throws Error(Errc::comm_error) when the segment is missing or short, or the wait fails;
+///         Error(Errc::cuda_error / out_of_memory) for a failed CUDA call or mapping
+void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
+                       const void* from_device, void* to_device, int root, const std::string& what);
+
+/// Gives @p buffers back to their pool once the communicator's stream is past the copies queued on them
+/// (a failure may leave them queued). Never throws.
+void give_back_after_stream(CommunicatorState& s, std::span<HostBuffer> buffers) noexcept;
+
+}  // namespace gpuxfer::detail

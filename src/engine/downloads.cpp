@@ -58,6 +58,8 @@ void queue_chunk(ManagerState& m, PageableSource& src, std::size_t k) {
 // One copy worker of a pageable download: takes the next chunk of @p order (its set's sources, round
 // robin), waits for it to land in its slot, copies it out and frees the slot.
 struct CopyOut {
+  explicit CopyOut(HostCopyWorkers& set) : workers(set) {}
+  HostCopyWorkers& workers;
   std::vector<std::pair<PageableSource*, std::size_t>> order;
   std::atomic<std::size_t> next{0};
 
@@ -68,12 +70,7 @@ struct CopyOut {
       auto [src, k] = order[i];
       StagingSlot& slot = src->ring.slot(k);
       if (!stop.wait_until([&] { return slot.staged.load(std::memory_order_acquire) == k + 1; })) return;
-      try {
-        GPUXFER_CUDA_TRY_CTX(slot.gpu.front()->synchronize(), describe(m, src->range));
-      } catch (...) {
-        stop.fail(std::current_exception());
-        return;
-      }
+      if (!wait_for_slot(slot, stop, describe(m, src->range))) return;
       copy_streaming(src->out + src->ring.offset(k), slot.data, src->ring.size(k));
       slot.released.store(k + 1, std::memory_order_release);
     }
@@ -84,7 +81,7 @@ struct CopyOut {
 
 std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const DeviceRange> sources,
                                            std::span<std::byte* const> outs) {
-  const std::size_t chunk = std::min(m.options.chunk_bytes, host_chunk_bytes);
+  const std::size_t chunk = host_chunk(m.options);
   std::vector<std::unique_ptr<PageableSource>> active;
   bool pipelined = false;
   for (std::size_t i = 0; i < sources.size(); ++i) {
@@ -112,27 +109,24 @@ std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const Devi
   } else {
     // The workers of each set copy its sources' chunks out; this thread queues the copies into the slots.
     std::vector<std::unique_ptr<CopyOut>> sets;
-    std::vector<HostCopyWorkers*> set_workers;
-    auto set_of = [&](HostCopyWorkers* w) -> CopyOut& {
-      const auto it = std::find(set_workers.begin(), set_workers.end(), w);
-      if (it != set_workers.end()) return *sets[static_cast<std::size_t>(it - set_workers.begin())];
-      set_workers.push_back(w);
-      return *sets.emplace_back(std::make_unique<CopyOut>());
+    auto set_of = [&](HostCopyWorkers& w) -> CopyOut& {
+      const auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& set) { return &set->workers == &w; });
+      return it != sets.end() ? **it : *sets.emplace_back(std::make_unique<CopyOut>(w));
     };
     std::size_t most = 0;
     for (auto& src : active) most = std::max(most, src->ring.chunk_count());
     for (std::size_t k = 0; k < most; ++k) {
       for (auto& src : active) {
-        if (k < src->ring.chunk_count()) set_of(&m.host_copy(src->range.device)).order.emplace_back(src.get(), k);
+        if (k < src->ring.chunk_count()) set_of(m.host_copy(src->range.device)).order.emplace_back(src.get(), k);
       }
     }
     PipelineStop stop;
     std::vector<std::unique_ptr<CopyTeam>> teams;
     StopOnExit stop_on_exit(stop);
-    for (std::size_t i = 0; i < sets.size(); ++i) {
-      CopyOut* set = sets[i].get();
-      const std::size_t members = std::min(set_workers[i]->size(), set->order.size());
-      teams.push_back(std::make_unique<CopyTeam>(*set_workers[i], members, [&m, &stop, set] { set->run(m, stop); }));
+    for (const auto& owned : sets) {
+      CopyOut* set = owned.get();
+      const std::size_t members = std::min(set->workers.size(), set->order.size());
+      teams.push_back(std::make_unique<CopyTeam>(set->workers, members, [&m, &stop, set] { set->run(m, stop); }));
     }
     auto queueable = [](const PageableSource& src) {
       return src.queued < src.ring.chunk_count() && src.ring.free_for(src.queued);

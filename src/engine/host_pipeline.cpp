@@ -9,6 +9,8 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "runtime/cuda_check.hpp"
+
 namespace gpuxfer::detail {
 
 StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node)
@@ -60,6 +62,16 @@ std::exception_ptr PipelineStop::failure() {
 
 void PipelineStop::rethrow() {
   if (std::exception_ptr first = failure()) std::rethrow_exception(first);
+}
+
+bool wait_for_slot(const StagingSlot& slot, PipelineStop& stop, const std::string& what) noexcept {
+  try {
+    for (const SharedEvent& e : slot.gpu) GPUXFER_CUDA_TRY_CTX(e->synchronize(), what);
+    return true;
+  } catch (...) {
+    stop.fail(std::current_exception());
+    return false;
+  }
 }
 
 void PipelineStop::relax(unsigned spins) noexcept {

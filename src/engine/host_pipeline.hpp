@@ -7,11 +7,13 @@
 // each split over all workers behind a barrier, gave 0.76 x.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <gpuxfer/host_buffer.hpp>
@@ -25,6 +27,11 @@ namespace gpuxfer::detail {
 /// A pageable transfer's chunk: below this the GPU's fixed cost per copy shows (1 MiB chunks ran at 0.6 x
 /// the link), above it too few chunks are in flight for the workers.
 inline constexpr std::size_t host_chunk_bytes = std::size_t{4} << 20;
+
+/// The chunk of a pageable transfer under @p options: Options::chunk_bytes, at most host_chunk_bytes.
+[[nodiscard]] inline std::size_t host_chunk(const Options& options) noexcept {
+  return std::min(options.chunk_bytes, host_chunk_bytes);
+}
 
 /// One slot of a StagingRing. Chunk k is staged in slot k % slot_count.
 struct StagingSlot {
@@ -108,6 +115,10 @@ class PipelineStop {
   std::mutex mutex_;
   std::exception_ptr first_;
 };
+
+/// Waits on the host for the GPU work recorded on @p slot (its `gpu` events). A failure stops @p stop,
+/// with the error naming @p what, and gives false: the worker that called returns.
+[[nodiscard]] bool wait_for_slot(const StagingSlot& slot, PipelineStop& stop, const std::string& what) noexcept;
 
 /// Stops a pipeline when the scope ends, so that its workers return before what they use goes away on
 /// an exception. Declare it after the CopyTeam it stops.

@@ -76,12 +76,7 @@ class HostSource {
       if (k >= ring_->chunk_count() || stop_.stopped()) return;
       StagingSlot& slot = ring_->slot(k);
       if (!stop_.wait_until([&] { return ring_->free_for(k); })) return;
-      try {
-        for (const SharedEvent& e : slot.gpu) GPUXFER_CUDA_TRY_CTX(e->synchronize(), "broadcast staging");
-      } catch (...) {
-        stop_.fail(std::current_exception());
-        return;
-      }
+      if (!wait_for_slot(slot, stop_, "broadcast staging")) return;
       slot.gpu.clear();
       copy_streaming(slot.data, data_.data() + ring_->offset(k), ring_->size(k));
       slot.staged.store(k + 1, std::memory_order_release);
@@ -107,7 +102,7 @@ void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, c
 std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
                                     std::span<const DeviceRange> targets) {
   const std::size_t n = data.size();
-  const std::size_t chunk = pinned ? n : std::min({m.options.chunk_bytes, host_chunk_bytes, n});
+  const std::size_t chunk = pinned ? n : std::min(host_chunk(m.options), n);
   HostSource source(m, data, pinned, chunk, targets.front().device);
   DrainOnError drain;
   for (const DeviceRange& t : targets) {
@@ -138,7 +133,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
   const std::size_t n = data.size();
   const std::size_t k = targets.size();
   const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
-  const std::size_t chunk = std::min(pinned ? m.options.chunk_bytes : std::min(m.options.chunk_bytes, host_chunk_bytes), share);
+  const std::size_t chunk = std::min(pinned ? m.options.chunk_bytes : host_chunk(m.options), share);
   HostSource source(m, data, pinned, chunk, targets.front().device);
   DrainOnError drain;
   // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.

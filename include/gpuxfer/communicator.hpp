@@ -171,8 +171,8 @@ class Communicator {
   ///
   /// Paths. The root writes the bytes once into a POSIX shared-memory segment made for the call (unlinked
   /// before it returns), which every other rank of its node maps, page-locks and copies from into its own
-  /// GPU, over its own PCIe link. The root copies them into its own recv (straight from @p data when it is
-  /// page-locked, else through pinned memory of the communicator's pool, so that no copy from pageable
+  /// GPU, over its own PCIe link. The root copies them into its own recv (straight from @p data when all of it is
+  /// page-locked, as the in-process operations judge it, else through pinned memory of the communicator's pool, so that no copy from pageable
   /// memory makes it wait outside a bounded wait); the ranks of other nodes receive them from the root's
   /// recv over NCCL (grouped ncclSend / ncclRecv, the root and those ranks only).
   ///

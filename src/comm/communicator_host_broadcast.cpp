@@ -19,6 +19,7 @@
 #include "comm/comm_launch.hpp"
 #include "comm/host_transfer.hpp"
 #include "comm/shared_segment.hpp"
+#include "memory/host_memory.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -28,19 +29,6 @@ using detail::HostBroadcastPlan;
 using detail::HostRoute;
 using detail::Outcome;
 using detail::rank_text;
-
-// Whether CUDA knows @p data as page-locked (cudaHostAlloc or cudaHostRegister), by its first and last byte.
-bool page_locked(std::span<const std::byte> data) {
-  for (const std::byte* byte : {data.data(), data.data() + data.size() - 1}) {
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, byte) != cudaSuccess) {
-      (void)cudaGetLastError();  // not a pointer CUDA knows: pageable
-      return false;
-    }
-    if (attributes.type != cudaMemoryTypeHost) return false;
-  }
-  return true;
-}
 
 // The root: the segment written and its own copy queued ("ready"), then NCCL's sends to other nodes.
 struct RootSide {
@@ -65,7 +53,7 @@ struct RootSide {
     // A copy from pageable memory synchronises the stream on the host, a wait no timeout bounds: the
     // bytes go through pinned memory instead.
     const std::byte* source = data.data();
-    if (!page_locked(data)) {
+    if (!detail::is_pinned_range(data.data(), data.size())) {
       staged = detail::pool_of(s).acquire(data.size());
       std::memcpy(staged.data(), data.data(), data.size());
       source = staged.data();

@@ -32,6 +32,11 @@ void check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // @p calls runs of @p call, each after @p before (untimed); prints the median, min and max.
 void report(const char* what, int calls, const std::function<void()>& before, const std::function<void()>& call) {
   std::vector<double> us;
@@ -41,9 +46,8 @@ void report(const char* what, int calls, const std::function<void()>& before, co
     call();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(us.begin(), us.end());
-  std::printf("%-58s median %8.1f us  (min %.1f, max %.1f, %d calls)\n", what, us[us.size() / 2], us.front(),
-              us.back(), calls);
+  std::printf("%-58s median %8.1f us  (min %.1f, max %.1f, %d calls)\n", what, median(us),
+              *std::min_element(us.begin(), us.end()), *std::max_element(us.begin(), us.end()), calls);
 }
 
 // Where the time of one raw 4 KiB D2H + event wait goes, back to back (@p pause_ms 0) or after a pause:
@@ -69,10 +73,6 @@ void timeline(char* pinned, const char* device, std::size_t bytes, cudaStream_t 
     copy_us.push_back(static_cast<double>(ms) * 1e3);
     total_us.push_back(std::chrono::duration<double, std::micro>(seen - start).count());
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("4 KiB raw copy timeline, %s: queueing %.2f us, copy on the GPU %.2f us, until seen %.2f us\n",
               pause_ms > 0 ? "after a pause" : "back to back", median(queue_us), median(copy_us), median(total_us));
   check(cudaEventDestroy(before), "cudaEventDestroy");

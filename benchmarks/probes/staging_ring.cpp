@@ -2,8 +2,8 @@
 // without the library: 256 MiB device -> slots -> pageable memory (D2H, host threads copy out) and the
 // reverse (host threads copy in, H2D), over chunk sizes, copy threads, how a landed chunk is signalled
 // (cuStreamWriteValue32 or an event), who queues the GPU's copies (a thread that also copies, one that only
-// queues, or the GPU itself waiting on host flags), how many streams, and the copy's stores (libc or
-// AVX-512 streaming); beside the pinned DMA ceilings, the host copy bounds (8 and 16 threads) and what
+// queues, or the GPU itself waiting on host flags), how many streams, and the copy's stores (libc or the
+// library's streaming stores, AVX-512 where the CPU has it); beside the pinned DMA ceilings, the host copy bounds (8 and 16 threads) and what
 // page-locking the caller's memory on the fly costs (cudaHostRegister from 1, 2 and 4 threads).
 // docs/PERFORMANCE.md's "pageable paths through the staging ring" chose the library's ring from it.
 //
@@ -23,10 +23,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "memory/streaming_copy.hpp"
 
 namespace {
 
@@ -58,26 +59,11 @@ struct Config {
   int streams;
 };
 
-__attribute__((target("avx512f"))) void copy_streaming(char* d, const char* s, std::size_t n) {
-  const std::size_t head = std::min(n, (64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64);
-  std::memcpy(d, s, head);
-  d += head, s += head, n -= head;
-  const std::size_t body = n & ~std::size_t{255};
-  for (std::size_t i = 0; i < body; i += 256) {
-    for (std::size_t j = 0; j < 256; j += 64) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i + j), _mm512_loadu_si512(s + i + j));
-    }
-  }
-  _mm_sfence();
-  std::memcpy(d + body, s + body, n - body);
-}
-
+// The library's own host copy kernels (memory/streaming_copy): libc, or the widest streaming stores here.
 void copy(Store store, char* d, const char* s, std::size_t n) {
-  if (store == Store::libc) {
-    std::memcpy(d, s, n);
-  } else {
-    copy_streaming(d, s, n);
-  }
+  using gpuxfer::detail::CopyKernel;
+  const CopyKernel kernel = store == Store::libc ? CopyKernel::libc : gpuxfer::detail::copy_kernel();
+  gpuxfer::detail::copy_with(kernel, d, s, n);
 }
 
 void relax(int& spins) {

@@ -255,12 +255,20 @@ def compare(py_results, cpp_results, in_process=frozenset()):
     cpp = {(r["op"], r["size"]): r for r in cpp_results if "time_us" in r and "size" in r}
     rows = []
     for r in py_results:
-        c = cpp.get((r["compare_to"], r["size"]))
+        key = (r["compare_to"], r["size"])
+        c = cpp.get(key)
         if c is None:
             continue
-        key = (r["compare_to"], r["size"])
         rows.append(target_row(r["op"], r["compare_to"], r["size"], r["time_us"], c["time_us"], key not in in_process))
     return rows
+
+
+def row_line(r):
+    """One row of Python against C++, as the tables print it."""
+    return (
+        f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
+        f"{r['ratio']:7.3f}  {r['target'] or ''}{'' if r['met'] else '  MISSED'}"
+    )
 
 
 def human(size):
@@ -343,8 +351,7 @@ def main(argv):
         print(
             f"#\n# Python against C++ in this process, 4 KiB gather_all, {INTERLEAVED_CALLS} calls a round, "
             f"alternating:\n" + "".join(f"#   round: python {p['py_us']:.2f} us, C++ {p['cpp_us']:.2f} us\n" for p in r["rounds"])
-            + f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
-            f"{r['ratio']:7.3f}  {r['target']}{'' if r['met'] else '  MISSED'}"
+            + row_line(r)
         )
     in_process = IN_PROCESS if rows else frozenset()
     if args.cpp:
@@ -355,10 +362,7 @@ def main(argv):
             f"{'above(us)':>10} {'ratio':>7}  target"
         )
         for r in cpp_rows:
-            print(
-                f"  {r['op']:<22} {r['size']:10d} {r['py_us']:10.2f} {r['cpp_us']:10.2f} {r['above_us']:10.2f} "
-                f"{r['ratio']:7.3f}  {r['target'] or ''}{'' if r['met'] else '  MISSED'}"
-            )
+            print(row_line(r))
         rows += cpp_rows
     checked = verdicts(rows) if args.cpp else verdicts(rows, only=in_process)
     print("#\n# the issue's targets, Python against C++:")

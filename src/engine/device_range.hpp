@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "runtime/event.hpp"
 
 namespace gpuxfer::detail {
@@ -18,6 +20,10 @@ struct DeviceRange {
   std::size_t size = 0;
   std::vector<SharedEvent> ready;      // what must finish before the range is touched (OperationOrder)
   std::shared_ptr<BufferOrder> order;  // the registration's ordering state; null for caller memory
+  /// Set by OperationOrder::begin() when the operation's single copy of the range may run on the
+  /// buffer's own stream (OperationOrder::add's OwnStream::allowed): that stream's order then covers the
+  /// wait for its earlier work and its later work's wait for the copy. Null: a gpuxfer stream.
+  cudaStream_t own_stream = nullptr;
 };
 
 }  // namespace gpuxfer::detail

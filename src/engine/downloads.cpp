@@ -25,7 +25,7 @@ std::string describe(const ManagerState& m, const DeviceRange& src) {
 SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host) {
   DeviceStreams& s = m.streams_of(src.device);
   DeviceGuard guard(s.ordinal);
-  const cudaStream_t stream = s.d2h.get();
+  const cudaStream_t stream = src.own_stream != nullptr ? src.own_stream : s.d2h.get();
   stream_wait(stream, src.ready);
   if (src.size != 0) {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, src.ptr, src.size, cudaMemcpyDeviceToHost, stream),

@@ -11,9 +11,16 @@
 namespace gpuxfer::detail {
 namespace {
 
-// Drops the events that have completed (a failed one stays: its waiter reports the failure).
+// The default streams: a copy cannot take a buffer's own stream when it is one (the legacy one orders
+// with every blocking stream; the per-thread one means another stream on every thread).
+bool is_plain(cudaStream_t stream) noexcept {
+  return stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread;
+}
+
+// Drops the events that have completed (a failed one stays: its waiter reports the failure); one a host
+// thread has seen complete costs no query.
 void prune(std::vector<SharedEvent>& events) {
-  std::erase_if(events, [](const SharedEvent& e) { return cudaEventQuery(e->get()) == cudaSuccess; });
+  std::erase_if(events, [](const SharedEvent& e) { return e->completed() || cudaEventQuery(e->get()) == cudaSuccess; });
 }
 
 }  // namespace
@@ -26,7 +33,7 @@ void BufferOrder::inherit(BufferOrder& previous) {
 
 OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what)
     : m_(m), what_(what) {
-  if (!caller.per_device.empty()) {
+  if (caller.per_device_given) {
     order_with(caller.per_device);
   } else if (caller.one) {
     order_with(*caller.one);
@@ -93,7 +100,7 @@ void OperationOrder::refuse_capture(const char* why) const {
   throw Error(Errc::unsupported, std::string(what_) + " cannot be captured in a CUDA graph: " + why);
 }
 
-void OperationOrder::add(DeviceRange& r, Access access) { entries_.push_back({&r, access}); }
+void OperationOrder::add(DeviceRange& r, Access access, OwnStream own) { entries_.push_back({&r, access, own}); }
 
 SharedEvent OperationOrder::fork_event(std::size_t device) {
   if (caller_) {
@@ -129,12 +136,16 @@ void OperationOrder::begin() {
   for (const Entry& e : entries_) {
     DeviceRange& r = *e.range;
     r.ready.clear();
+    r.own_stream = nullptr;
     if (has_caller()) r.ready.push_back(fork_event(r.device));
     if (!r.order || capturing_) continue;
     BufferOrder& o = *r.order;
+    if (e.own == OwnStream::allowed && !has_caller() && is_plain(o.stream_) && o.ordinal_ == m_.ordinal(r.device)) {
+      r.own_stream = o.stream_;
+    }
     // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that
-    // one).
-    if (!is_caller(r.device, o.stream_)) {
+    // one, and so does the copy's running on it).
+    if (!is_caller(r.device, o.stream_) && r.own_stream == nullptr) {
       DeviceGuard guard(o.ordinal_);
       r.ready.push_back(record_event(o.ordinal_, o.stream_));
     }
@@ -157,8 +168,9 @@ void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& 
     prune(o.reads_);
     o.reads_.insert(o.reads_.end(), events.begin(), events.end());
   }
-  // The buffer's stream waits for what gpuxfer did to it before its later work.
-  if (!is_caller(r.device, o.stream_)) {
+  // The buffer's stream waits for what gpuxfer did to it before its later work (it is in that stream's
+  // order already when the copy ran there).
+  if (!is_caller(r.device, o.stream_) && r.own_stream != o.stream_) {
     DeviceGuard guard(o.ordinal_);
     stream_wait(o.stream_, events);
   }

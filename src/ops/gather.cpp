@@ -50,7 +50,7 @@ std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, s
   std::vector<HostBuffer> results;
   for (const auto& r : ranges) results.push_back(r ? t.m.pool.acquire(r->size, t.m.staging_node(r->device)) : HostBuffer{});
   for (auto& r : ranges) {
-    if (r && r->size != 0) order.add(*r, detail::Access::read);
+    if (r && r->size != 0) order.add(*r, detail::Access::read, detail::OwnStream::allowed);
   }
   order.begin();
   auto op = std::make_unique<detail::OperationState>("gather");
@@ -93,12 +93,12 @@ std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<s
     order.refuse_capture("the output is pageable memory, which host threads fill; register it (register_host) or "
                          "use pinned memory");
   }
-  for (auto& r : present) order.add(r, detail::Access::read);
+  for (auto& r : present) order.add(r, detail::Access::read, pinned ? detail::OwnStream::allowed : detail::OwnStream::no);
   order.begin();
   detail::OperationState op("gather_into");
   // Should a later source fail, the copies already queued into @p out finish before the caller gets it back.
   detail::DrainOnError drain;
-  for (const auto& r : present) drain.add(t.m.streams_of(r.device).d2h.get());
+  for (const auto& r : present) drain.add(r.own_stream != nullptr ? r.own_stream : t.m.streams_of(r.device).d2h.get());
   for (std::size_t i = 0; pinned && i < present.size(); ++i) {
     detail::SharedEvent written = detail::enqueue_download(t.m, present[i], outs[i]);
     order.done(present[i], {written});

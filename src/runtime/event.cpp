@@ -23,17 +23,23 @@ Event::~Event() {
 }
 
 void Event::record(cudaStream_t stream) {
+  completed_.store(false, std::memory_order_release);
   GPUXFER_CUDA_TRY_CTX(cudaEventRecord(event_, stream), "recording an event on ordinal " + std::to_string(device_));
+}
+
+cudaError_t Event::seen(cudaError_t status) const noexcept {
+  if (status == cudaSuccess) completed_.store(true, std::memory_order_release);
+  return status;
 }
 
 cudaError_t Event::query() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
-  return cudaEventQuery(event_);
+  return seen(cudaEventQuery(event_));
 }
 
 cudaError_t Event::synchronize() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
-  return cudaEventSynchronize(event_);
+  return seen(cudaEventSynchronize(event_));
 }
 
 namespace {
@@ -84,7 +90,8 @@ SharedEvent record_event(int device, cudaStream_t stream) {
 }
 
 void stream_wait(cudaStream_t stream, const SharedEvent& event) {
-  if (event) GPUXFER_CUDA_TRY(cudaStreamWaitEvent(stream, event->get(), 0));
+  // An event seen complete orders nothing: skipping the wait saves an API call per small operation.
+  if (event && !event->completed()) GPUXFER_CUDA_TRY(cudaStreamWaitEvent(stream, event->get(), 0));
 }
 
 void stream_wait(cudaStream_t stream, const std::vector<SharedEvent>& events) {

@@ -2,6 +2,7 @@
 // work across streams and devices on the GPU.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -26,10 +27,16 @@ class Event {
   /// host thread that waits makes no context current and creates none.
   [[nodiscard]] cudaError_t query() const noexcept;
   [[nodiscard]] cudaError_t synchronize() const noexcept;
+  /// True once query() or synchronize() has seen the last record complete: waiting for the event, or
+  /// asking about it again, is then needless (stream_wait skips it). False says nothing.
+  [[nodiscard]] bool completed() const noexcept { return completed_.load(std::memory_order_acquire); }
 
  private:
+  [[nodiscard]] cudaError_t seen(cudaError_t status) const noexcept;
+
   int device_ = -1;
   cudaEvent_t event_ = nullptr;
+  mutable std::atomic<bool> completed_{false};
 };
 
 using SharedEvent = std::shared_ptr<Event>;

@@ -186,6 +186,9 @@ TEST_F(GpuStreamOrder, PerDeviceStreamsForkAndJoinPerDevice) {
   const std::vector<cudaStream_t> too_few(device_count() + 1, streams.front());
   EXPECT_TRUE(throws_error([&] { (void)xfer().gather_all_async(too_few); }, Errc::invalid_argument,
                            "streams for " + std::to_string(device_count()) + " devices (one per device)"));
+  // No stream at all is a wrong count too, not the form without a caller stream.
+  EXPECT_TRUE(throws_error([&] { (void)xfer().gather_all_async(std::span<const cudaStream_t>{}); },
+                           Errc::invalid_argument, "0 streams for " + std::to_string(device_count()) + " devices"));
 }
 
 // Every stream-ordered form, against its blocking form's bytes.
@@ -229,6 +232,101 @@ class MultiGpuStreamOrder : public SmallChunks<GpuTest> {
  protected:
   [[nodiscard]] std::size_t devices_needed() const override { return 2; }
 };
+
+// A gather without a caller stream copies a buffer registered with a stream on that stream itself (no
+// event on it, no wait of it): the registering stream's write queued right behind the handle's read lands
+// after it.
+TEST_F(MultiGpuStreamOrder, TheRegisteringStreamsNextWriteWaitsForAGatherHandlesRead) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream producer(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, producer.get());
+  }
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  stall(scratch, producer.get());  // the read waits behind this
+  GatherHandle h = xfer().gather(1);  // device 0's buffer, no caller stream: on the producer's stream
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), other_seed(0), 0, producer.get());  // must follow the read
+  }
+  const auto out = h.get();
+  producer.synchronize();
+  ASSERT_EQ(out.size(), device_count() - 1);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the handle's bytes: the producer's first write"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the producer's second write"));
+}
+
+// gpuxfer's own write (a blocking broadcast, on gpuxfer's stream) queued right behind a gather handle's
+// read that runs on the stalled registering stream: the broadcast waits for that read.
+TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherReadingOnTheRegisteringStream) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream producer(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, producer.get());
+  }
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  register_pattern(1, kBytes);
+  stall(scratch, producer.get());
+  GatherHandle h = xfer().gather(1);  // device 0's buffer, on the stalled producer's stream
+  const auto data = pattern_bytes(kBytes, other_seed(0));
+  xfer().broadcast(data);  // writes the buffer the gather has not read yet
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), device_count() - 1);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the gather's bytes: before the broadcast"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+}
+
+// The same memory registered again with another stream while a gather reads it on the first: a
+// broadcast then waits for that read too (the read is listed in the buffer's order, which the new
+// registration inherits; an event on the new stream would not cover it).
+TEST_F(MultiGpuStreamOrder, ABroadcastAfterReRegistrationWaitsForAReadOnTheOldStream) {
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream first(mem.ordinal());
+  const Stream second(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, first.get());
+  }
+  xfer().set_device_buffer(0, mem.get(), mem.size(), first.get());
+  register_pattern(1, kBytes);
+  stall(scratch, first.get());
+  GatherHandle h = xfer().gather(1);  // device 0's buffer, on the stalled first stream
+  xfer().set_device_buffer(0, mem.get(), mem.size(), second.get());
+  const auto data = pattern_bytes(kBytes, other_seed(0));
+  xfer().broadcast(data);
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), device_count() - 1);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the gather's bytes: before the broadcast"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+}
+
+// Many blocking 4 KiB gathers in a row on a buffer of a user stream, each after the producer rewrote it
+// on that stream without a host wait: each returns that round's bytes (the events seen complete are
+// neither waited for nor asked about again, and a reused event starts unknown).
+TEST_F(GpuStreamOrder, BackToBackSmallGathersSeeEachRoundsWrite) {
+  constexpr std::size_t small = 4096;
+  DeviceMemory& mem = allocate(0, small);
+  const Stream producer(mem.ordinal());
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  for (std::uint64_t round = 0; round < 200; ++round) {
+    {
+      const DeviceGuard guard(mem.ordinal());
+      if (round % 50 == 0) {
+        pattern::fill_device_slow(mem.get(), small, seed(round), kSpinNs / 20, producer.get());
+      } else {
+        pattern::fill_device(mem.get(), small, seed(round), 0, producer.get());
+      }
+    }
+    const auto out = xfer().gather_all();
+    ASSERT_EQ(out.size(), 1U);
+    ASSERT_TRUE(host_matches(out[0].span(), seed(round), 0, "round " + std::to_string(round)));
+  }
+}
 
 // Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0.
 TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {

@@ -56,6 +56,7 @@ const NcclComms& Bench::nccl() {
 SampleFn Bench::sample_of(const Case& c) {
   return [this, &c](std::uint64_t run) -> std::optional<Sample> {
     c.prepare(run);
+    if (c.warm) c.warm();
     Sample s;
     s.seconds = c.gated.empty() ? host_seconds(c.work) : timer_.time(c.gated, c.work);
     s.wrong = c.check(run);

@@ -33,6 +33,11 @@ struct Case {
   std::vector<std::size_t> gated{};
   /// At least this many timed samples (latency probes want more than the run's --iters).
   int min_iters = 0;
+  /// Run untimed after prepare() and just before each timed work(): the same work into scratch memory,
+  /// for a short operation whose one call after the preparation's host work would otherwise be timed
+  /// with an idle GPU and CPU waking up (gpuxfer-probe-small-calls: 112.8 us back to back, 211.3 us after
+  /// a 5 ms pause, for gather_slices). Empty: none.
+  std::function<void()> warm{};
 };
 
 class Bench {

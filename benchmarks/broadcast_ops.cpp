@@ -77,6 +77,7 @@ OpSpec host_op(const char* name, std::string what, Source source, HostBroadcastP
           .ceiling = {"ceiling_h2d_one"},
           .bound = pageable ? "ceiling_host_memcpy_t16" : "",
           .stream_bound = pageable ? stream_bound_op() : "",
+          .overlap_bound = pageable ? "ceiling_host_stream_under_h2d" : "",
           .run =
               [source, path](Bench& b, std::size_t size) {
                 if (source == Source::pinned) return from_host(b, b.bcast_pinned().first(size), path);

@@ -2,6 +2,7 @@
 // ncclBroadcast on the bench's own streams, timed with events behind the spin gate, and the host's own
 // memcpy and launch latency, timed with steady_clock. Their data is verified like everything else.
 #include <algorithm>
+#include <memory>
 #include <thread>
 
 #include "memory/streaming_copy.hpp"
@@ -141,6 +142,56 @@ OpSpec host_memcpy_ceiling(std::size_t threads, bool streaming) {
       }};
 }
 
+// The streaming-store host copy of a pageable path while its links move the same bytes through other
+// pinned memory: what that path's staging ring can reach at most on this host, where the copy and the DMA
+// share the memory. Uploads (@p upload: bcast_pageable's bound) copy size bytes pageable -> pinned while
+// every device's H2D reads other pinned memory; downloads (gather_pageable's) copy size x devices bytes
+// pinned -> pageable while every device's D2H writes other pinned memory. On the library's worker count
+// (Options::host_threads), which the ring runs on; three copies per device are queued first, so that the
+// links stay busy for the whole host copy.
+OpSpec host_copy_under_dma_ceiling(bool upload) {
+  return {
+      .name = upload ? "ceiling_host_stream_under_h2d" : "ceiling_host_stream_under_d2h",
+      .kind = Kind::ceiling,
+      .what = std::string("host copy with streaming stores (") + std::string(detail::to_string(detail::copy_kernel())) +
+              (upload ? ") pageable -> pinned while every device's H2D reads other pinned memory"
+                      : ") pinned -> pageable while every device's D2H writes other pinned memory") +
+              ", on the library's host_threads (steady_clock)",
+      .bytes = upload ? payload : all,
+      .run = [upload](Bench& b, std::size_t size) {
+        const std::size_t bytes = upload ? size : size * b.devices();
+        const std::size_t threads = b.manager().options().host_threads;
+        const std::span<std::byte> pageable = b.host_pageable().first(bytes);
+        const std::span<std::byte> pinned = b.host_pinned().first(bytes);
+        const std::span<std::byte> from = upload ? pageable : pinned;
+        const std::span<std::byte> to = upload ? pinned : pageable;
+        auto link = std::make_shared<PinnedMemory>(upload ? size : bytes);  // the DMA's side
+        constexpr int link_copies = 3;
+        return b.measure(
+            {.prepare =
+                 [&, link](std::uint64_t run) {
+                   parallel_fill(b.threads(), from, Bench::seed(run, 0));
+                   parallel_poison(b.threads(), to);
+                   for (const std::size_t d : b.all_devices()) {
+                     DeviceGuard guard(b.ordinal(d));
+                     for (int i = 0; i < link_copies; ++i) {
+                       cuda_check(upload ? cudaMemcpyAsync(b.dst(d), link->data(), size, cudaMemcpyHostToDevice,
+                                                           b.stream(d))
+                                         : cudaMemcpyAsync(link->data() + d * size, b.src(d), size,
+                                                           cudaMemcpyDeviceToHost, b.stream(d)),
+                                  "queueing the links' copies");
+                     }
+                   }
+                 },
+             .work = [&] { parallel_copy(b.threads(), threads, true, to.data(), from.data(), bytes); },
+             .check =
+                 [&](std::uint64_t run) {
+                   b.synchronize();
+                   return b.check_host(to, Bench::seed(run, 0));
+                 }});
+      }};
+}
+
 }  // namespace
 
 std::size_t all_cores() { return std::max<std::size_t>(1, std::thread::hardware_concurrency()); }
@@ -161,6 +212,7 @@ std::vector<OpSpec> ceiling_ops() {
        .run = nccl_bcast});
   for (const std::size_t threads : {1, 8, 16}) ops.push_back(host_memcpy_ceiling(threads, false));
   for (const std::size_t threads : stream_thread_counts()) ops.push_back(host_memcpy_ceiling(threads, true));
+  for (const bool upload : {false, true}) ops.push_back(host_copy_under_dma_ceiling(upload));
   for (const CopyCeiling& c : copy_ceilings) {
     if (c.clock == Clock::latency) ops.push_back(copy_ceiling(c));
   }

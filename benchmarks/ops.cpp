@@ -80,6 +80,7 @@ std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names) {
       for (const std::string& c : op->ceiling) todo.push_back(c);
       if (!op->bound.empty()) todo.push_back(op->bound);
       if (!op->stream_bound.empty()) todo.push_back(op->stream_bound);
+      if (!op->overlap_bound.empty()) todo.push_back(op->overlap_bound);
     }
   }
   std::vector<const OpSpec*> selected;

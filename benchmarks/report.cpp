@@ -139,6 +139,9 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   if (!op.stream_bound.empty()) {
     if (const Row* b = find(op.stream_bound, size)) row.stream_bound = b->gbps;
   }
+  if (!op.overlap_bound.empty()) {
+    if (const Row* b = find(op.overlap_bound, size)) row.overlap_bound = b->gbps;
+  }
   wrong_ += stats.wrong;
   print_header(op);
   char line[200];
@@ -203,6 +206,10 @@ void Report::end(const OpSpec& op) {
   if (r->stream_bound) {
     out_ << ", streaming-store bound (" << op.stream_bound << ") " << fixed(*r->stream_bound, 2) << " GB/s = "
          << fixed(r->gbps / *r->stream_bound, 3) << " x";
+  }
+  if (r->overlap_bound) {
+    out_ << ", with the links running (" << op.overlap_bound << ") " << fixed(*r->overlap_bound, 2) << " GB/s = "
+         << fixed(r->gbps / *r->overlap_bound, 3) << " x";
   }
   out_ << "; #wrong " << wrong << '\n';
 }
@@ -309,6 +316,8 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
                        {"bound_op", r.op->bound.empty() ? json_t() : json_t(r.op->bound)},
                        {"stream_bound", opt_json(r.stream_bound)},
                        {"stream_bound_op", r.op->stream_bound.empty() ? json_t() : json_t(r.op->stream_bound)},
+                       {"overlap_bound", opt_json(r.overlap_bound)},
+                       {"overlap_bound_op", r.op->overlap_bound.empty() ? json_t() : json_t(r.op->overlap_bound)},
                        {"wrong", r.stats.wrong},
                        {"samples", r.stats.samples}});
     if (r.stats.baseline_s) results.back()["interleaved"] = interleaved_json(r.stats);

@@ -43,6 +43,7 @@ struct Row {
   std::optional<double> ratio;    ///< gbps / ceiling
   std::optional<double> bound;    ///< GB/s of OpSpec::bound at the same size
   std::optional<double> stream_bound;  ///< GB/s of OpSpec::stream_bound at the same size
+  std::optional<double> overlap_bound;  ///< GB/s of OpSpec::overlap_bound at the same size
 };
 
 class Report {

@@ -1,6 +1,7 @@
 // gpuxfer-bench: parses the command line, opens the devices, runs the selected operations (ceilings
-// first), prints the tables and the headline, writes the JSON. Exit codes: 0 when every byte was right
-// and nothing failed, 1 otherwise, 2 without a CUDA device (after one line saying why).
+// first), prints the tables and the headline, writes the JSON; with --ranks, the cross-process operations
+// instead (ranks/). Exit codes: 0 when every byte was right and nothing failed, 1 otherwise, 2 without a
+// CUDA device (after one line saying why).
 
 #include <exception>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "bench.hpp"
 #include "ops.hpp"
 #include "options.hpp"
+#include "ranks/ranks.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 
@@ -24,6 +26,7 @@ int run(int argc, char** argv) {
   std::variant<BenchOptions, int> parsed = parse_options(argc, argv);
   if (const int* code = std::get_if<int>(&parsed)) return *code;
   BenchOptions options = std::get<BenchOptions>(std::move(parsed));
+  if (options.ranks) return run_ranks(options);
   const std::vector<const OpSpec*> ops = select_ops(options.ops);
   if (options.list) {
     for (const OpSpec& op : all_ops())

@@ -42,7 +42,9 @@ RankBench::RankBench(BenchOptions options, Communicator& comm)
       host_(root() ? options_.sizes.back() : 0),
       threads_(std::max<std::size_t>(host_workers, std::thread::hardware_concurrency())) {}
 
-std::uint64_t RankBench::seed(std::size_t size, std::size_t rank) noexcept { return pattern::seed_for(size, rank); }
+std::uint64_t RankBench::seed(std::size_t size, std::size_t rank) noexcept {
+  return pattern::seed_for(size, rank);
+}
 
 void RankBench::fill(void* ptr, std::size_t bytes, std::uint64_t seed) {
   const DeviceGuard guard(comm_.device());
@@ -68,7 +70,8 @@ std::size_t RankBench::check_host(std::span<const std::byte> data, std::uint64_t
 void RankBench::barrier() {
   std::byte* words = exchange_.get() + world() * exchange_bytes;
   const std::size_t word = sizeof(std::uint64_t);
-  comm_.all_gather_async(words + static_cast<std::size_t>(rank()) * word, word, words, world() * word, stream_.get());
+  comm_.all_gather_async(words + static_cast<std::size_t>(rank()) * word, word, words, world() * word,
+                         stream_.get());
   const auto until = std::chrono::steady_clock::now() + barrier_spin;
   for (;;) {
     const cudaError_t status = cudaStreamQuery(stream_.get());
@@ -117,7 +120,8 @@ std::vector<RankPlace> exchange_places(RankBench& bench) {
   char host[sizeof mine.host] = {};
   static_cast<void>(gethostname(host, sizeof host - 1));
   copy_text(mine.host, host);
-  cuda_check(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof mine.pci_bus_id, mine.device), "cudaDeviceGetPCIBusId");
+  cuda_check(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof mine.pci_bus_id, mine.device),
+             "cudaDeviceGetPCIBusId");
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, mine.device), "cudaGetDeviceProperties");
   copy_text(mine.name, prop.name);

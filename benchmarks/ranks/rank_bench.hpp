@@ -99,7 +99,8 @@ std::vector<T> RankBench::all_gather_value(const T& mine) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= exchange_bytes);
   const std::vector<std::byte> all = all_gather_bytes(std::as_bytes(std::span<const T, 1>(&mine, 1)));
   std::vector<T> out(world());
-  for (std::size_t r = 0; r < out.size(); ++r) std::memcpy(&out[r], all.data() + r * exchange_bytes, sizeof(T));
+  for (std::size_t r = 0; r < out.size(); ++r)
+    std::memcpy(&out[r], all.data() + r * exchange_bytes, sizeof(T));
   return out;
 }
 

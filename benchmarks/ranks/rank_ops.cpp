@@ -22,32 +22,34 @@ template <class CheckPiece>
 std::size_t check_pieces(const RankBench& b, const std::vector<GatherPiece>& pieces, std::size_t capacity,
                          std::size_t size, CheckPiece&& check_piece) {
   std::size_t wrong = pieces.size() == b.world() ? 0 : capacity;
-  for (const GatherPiece& p : pieces) wrong += p.size == size && p.offset + size <= capacity ? check_piece(p) : size;
+  for (const GatherPiece& p : pieces)
+    wrong += p.size == size && p.offset + size <= capacity ? check_piece(p) : size;
   return wrong;
 }
 
 Stats gather_to_host(RankBench& b, std::size_t size) {
   auto results = std::make_shared<std::vector<HostBuffer>>();
-  return b.measure(
-      {.prepare =
-           [&b, results, size](bool verify) {
-             results->clear();  // back to the pool before the next call takes from it
-             if (verify) b.fill(b.src(), size, RankBench::seed(size, b.rank()));
-             b.synchronize();
-           },
-       .work = [&b, results, size] { *results = b.comm().gather_to_host(b.src(), size, 0); },
-       .check =
-           [&b, results, size] {
-             if (!b.root()) return results->empty() ? std::size_t{0} : size;
-             std::size_t wrong = results->size() == b.world() ? 0 : b.world() * size;
-             for (std::size_t r = 0; r < std::min(results->size(), b.world()); ++r) {
-               const std::span<std::byte> part = (*results)[r].span();
-               wrong += part.size() == size ? b.check_host(part, RankBench::seed(size, r)) : size;
-               // Back to the pool poisoned: a later gather that fails to write a block is not hidden.
-               parallel_poison(b.threads(), part);
-             }
-             return wrong;
-           }});
+  return b.measure({.prepare =
+                        [&b, results, size](bool verify) {
+                          results->clear();  // back to the pool before the next call takes from it
+                          if (verify) b.fill(b.src(), size, RankBench::seed(size, b.rank()));
+                          b.synchronize();
+                        },
+                    .work = [&b, results, size] { *results = b.comm().gather_to_host(b.src(), size, 0); },
+                    .check =
+                        [&b, results, size] {
+                          if (!b.root()) return results->empty() ? std::size_t{0} : size;
+                          std::size_t wrong = results->size() == b.world() ? 0 : b.world() * size;
+                          for (std::size_t r = 0; r < std::min(results->size(), b.world()); ++r) {
+                            const std::span<std::byte> part = (*results)[r].span();
+                            wrong +=
+                                part.size() == size ? b.check_host(part, RankBench::seed(size, r)) : size;
+                            // Back to the pool poisoned: a later gather that fails to write a block is not
+                            // hidden.
+                            parallel_poison(b.threads(), part);
+                          }
+                          return wrong;
+                        }});
 }
 
 Stats gather_to_root(RankBench& b, std::size_t size) {
@@ -62,13 +64,12 @@ Stats gather_to_root(RankBench& b, std::size_t size) {
                           b.synchronize();
                         },
                     .work = [&] { pieces = b.comm().gather(b.src(), size, b.dst(), capacity, 0); },
-                    .check =
-                        [&]() -> std::size_t {
-                          if (!b.root()) return 0;
-                          return check_pieces(b, pieces, capacity, size, [&](const GatherPiece& p) {
-                            return b.check_device(b.dst() + p.offset, size, RankBench::seed(size, p.device));
-                          });
-                        }});
+                    .check = [&]() -> std::size_t {
+                      if (!b.root()) return 0;
+                      return check_pieces(b, pieces, capacity, size, [&](const GatherPiece& p) {
+                        return b.check_device(b.dst() + p.offset, size, RankBench::seed(size, p.device));
+                      });
+                    }});
 }
 
 Stats bcast_from_host(RankBench& b, std::size_t size) {
@@ -152,7 +153,8 @@ std::optional<Stats> nccl_all_gather(Bench& b, std::size_t size) {
                     .work =
                         [&] {
                           nccl_group(devices, "ncclAllGather", [&](std::size_t d) {
-                            return ncclAllGather(b.src(d), recv[d].get(), size, ncclUint8, comms.get(d), b.stream(d));
+                            return ncclAllGather(b.src(d), recv[d].get(), size, ncclUint8, comms.get(d),
+                                                 b.stream(d));
                           });
                         },
                     .check =
@@ -170,14 +172,16 @@ std::optional<Stats> nccl_all_gather(Bench& b, std::size_t size) {
 const OpSpec nccl_all_gather_reference{
     .name = "ceiling_nccl_all_gather",
     .kind = Kind::ceiling,
-    .what = "raw ncclAllGather over every device in one process, communicators from ncclCommInitAll, warm "
-            "(events, spin gate)",
+    .what =
+        "raw ncclAllGather over every device in one process, communicators from ncclCommInitAll, warm "
+        "(events, spin gate)",
     .bytes = all_ranks,
     .waive = needs_nccl,
     .run = nccl_all_gather};
 
 RankOp rank_op(const char* name, std::string what, const ByteRule& bytes, const char* reference,
-               std::function<Stats(RankBench&, std::size_t)> run, std::optional<double> target = std::nullopt) {
+               std::function<Stats(RankBench&, std::size_t)> run,
+               std::optional<double> target = std::nullopt) {
   return {.spec = {.name = name,
                    .what = std::move(what),
                    .bytes = bytes,
@@ -191,19 +195,25 @@ RankOp rank_op(const char* name, std::string what, const ByteRule& bytes, const 
 const std::vector<RankOp>& rank_ops() {
   static const std::vector<RankOp> ops{
       rank_op("rank_gather_to_host",
-              "Communicator::gather_to_host(root 0): every rank's buffer into HostBuffers on rank 0 (steady_clock, "
+              "Communicator::gather_to_host(root 0): every rank's buffer into HostBuffers on rank 0 "
+              "(steady_clock, "
               "slowest rank); issue 11: >= 0.95 x in-process gather_all",
               all_ranks, "gather", gather_to_host, 0.95),
-      rank_op("rank_gather", "Communicator::gather(root 0): every rank's buffer concatenated in rank 0's device memory",
+      rank_op("rank_gather",
+              "Communicator::gather(root 0): every rank's buffer concatenated in rank 0's device memory",
               all_ranks, "gather_to_device", gather_to_root),
-      rank_op("rank_bcast_from_host",
-              "Communicator::broadcast_from_host(root 0): rank 0's pinned host bytes into every rank's buffer",
-              payload, "bcast_pinned", bcast_from_host),
-      rank_op("rank_bcast", "Communicator::broadcast(root 0): rank 0's device buffer into every rank's (in place)",
-              payload, "bcast_device", bcast_device),
-      rank_op("rank_all_gather", "Communicator::all_gather: every rank's buffer into every rank's, in rank order",
-              all_ranks, "ceiling_nccl_all_gather", all_gather),
-      rank_op("rank_copy", "Communicator::copy(0 -> 1): rank 0's buffer into rank 1's (a device copy with one rank)",
+      rank_op(
+          "rank_bcast_from_host",
+          "Communicator::broadcast_from_host(root 0): rank 0's pinned host bytes into every rank's buffer",
+          payload, "bcast_pinned", bcast_from_host),
+      rank_op("rank_bcast",
+              "Communicator::broadcast(root 0): rank 0's device buffer into every rank's (in place)", payload,
+              "bcast_device", bcast_device),
+      rank_op("rank_all_gather",
+              "Communicator::all_gather: every rank's buffer into every rank's, in rank order", all_ranks,
+              "ceiling_nccl_all_gather", all_gather),
+      rank_op("rank_copy",
+              "Communicator::copy(0 -> 1): rank 0's buffer into rank 1's (a device copy with one rank)",
               payload, "copy_peer", copy),
   };
   return ops;
@@ -217,7 +227,8 @@ std::vector<const RankOp*> select_rank_ops(const std::vector<std::string>& names
     if (found == rank_ops().end()) {
       std::string known;
       for (const RankOp& op : rank_ops()) known += (known.empty() ? "" : ",") + op.spec.name;
-      throw Error(Errc::invalid_option, "--ops: unknown operation '" + name + "' with --ranks; known: " + known);
+      throw Error(Errc::invalid_option,
+                  "--ops: unknown operation '" + name + "' with --ranks; known: " + known);
     }
   }
   for (const RankOp& op : rank_ops()) {
@@ -231,10 +242,13 @@ std::vector<OpSpec> rank_references(const std::vector<const RankOp*>& ops) {
   std::vector<OpSpec> references;
   for (const RankOp* op : ops) {
     const std::string& name = op->spec.ceiling.front();
-    if (std::any_of(references.begin(), references.end(), [&](const OpSpec& r) { return r.name == name; })) continue;
-    const auto found = std::find_if(all_ops().begin(), all_ops().end(), [&](const OpSpec& o) { return o.name == name; });
+    if (std::any_of(references.begin(), references.end(), [&](const OpSpec& r) { return r.name == name; }))
+      continue;
+    const auto found =
+        std::find_if(all_ops().begin(), all_ops().end(), [&](const OpSpec& o) { return o.name == name; });
     if (found == all_ops().end() && name != nccl_all_gather_reference.name)
-      throw Error(Errc::invalid_option, op->spec.name + ": no operation '" + name + "' to measure it against");
+      throw Error(Errc::invalid_option,
+                  op->spec.name + ": no operation '" + name + "' to measure it against");
     OpSpec reference = found != all_ops().end() ? *found : nccl_all_gather_reference;
     reference.ceiling.clear();
     reference.bound.clear();

@@ -22,20 +22,23 @@ ReferencePlan plan_references(const std::vector<RankPlace>& places,
   std::set<std::string> hosts;
   for (const RankPlace& p : places) hosts.insert(p.host);
   if (hosts.size() > 1) {
-    return {{}, "the ranks run on " + std::to_string(hosts.size()) +
-                    " hosts: one process can only drive the GPUs of its own host"};
+    return {{},
+            "the ranks run on " + std::to_string(hosts.size()) +
+                " hosts: one process can only drive the GPUs of its own host"};
   }
   std::map<std::string, int> seen;  // bus id -> the first rank on it
   for (const RankPlace& p : places) {
     const auto [first, fresh] = seen.emplace(p.pci_bus_id, p.rank);
     if (!fresh) {
-      return {{}, "ranks " + std::to_string(first->second) + " and " + std::to_string(p.rank) + " share GPU " +
-                      p.pci_bus_id};
+      return {{},
+              "ranks " + std::to_string(first->second) + " and " + std::to_string(p.rank) + " share GPU " +
+                  p.pci_bus_id};
     }
     const std::optional<int> ordinal = ordinal_of(p.pci_bus_id);
     if (!ordinal) {
-      return {{}, rank_name(p) + "'s GPU " + p.pci_bus_id +
-                      " is not visible to rank 0 (CUDA_VISIBLE_DEVICES differs between the ranks)"};
+      return {{},
+              rank_name(p) + "'s GPU " + p.pci_bus_id +
+                  " is not visible to rank 0 (CUDA_VISIBLE_DEVICES differs between the ranks)"};
     }
     plan.ordinals.push_back(*ordinal);
   }
@@ -51,13 +54,13 @@ Sample combine_samples(std::span<const Sample> per_rank) {
   return job;
 }
 
-std::vector<std::string> ranks_lines(const std::vector<RankPlace>& places, const ReferencePlan& plan, int warmup,
-                                     int iters) {
+std::vector<std::string> ranks_lines(const std::vector<RankPlace>& places, const ReferencePlan& plan,
+                                     int warmup, int iters) {
   std::string where = "# ranks: " + std::to_string(places.size());
   for (const RankPlace& p : places) {
     where.append(p.rank == 0 ? ": [" : ", [");
-    where += std::to_string(p.rank) + "] " + p.host + " device " + std::to_string(p.device) + " " + p.name + " (" +
-             p.pci_bus_id + ")";
+    where += std::to_string(p.rank) + "] " + p.host + " device " + std::to_string(p.device) + " " + p.name +
+             " (" + p.pci_bus_id + ")";
   }
   std::vector<std::string> lines{where};
   lines.push_back("# " + std::string(timing_text) + "; median of " + std::to_string(iters) +
@@ -81,15 +84,19 @@ std::vector<std::string> ranks_lines(const std::vector<RankPlace>& places, const
 nlohmann::ordered_json ranks_json(const std::vector<RankPlace>& places, const ReferencePlan& plan) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const RankPlace& p : places) {
-    list.push_back(
-        {{"rank", p.rank}, {"host", p.host}, {"device", p.device}, {"pci_bus_id", p.pci_bus_id}, {"name", p.name}});
+    list.push_back({{"rank", p.rank},
+                    {"host", p.host},
+                    {"device", p.device},
+                    {"pci_bus_id", p.pci_bus_id},
+                    {"name", p.name}});
   }
   return {{"world_size", places.size()},
           {"places", list},
           {"timing", timing_text},
           {"references",
            {{"ordinals", plan.ordinals},
-            {"why_not", plan.why_not.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(plan.why_not)}}}};
+            {"why_not",
+             plan.why_not.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(plan.why_not)}}}};
 }
 
 }  // namespace gpuxfer::bench

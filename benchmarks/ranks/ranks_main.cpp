@@ -117,7 +117,8 @@ int report_ranks(const BenchOptions& options, const std::vector<RankPlace>& plac
   for (const OpSpec& r : references) listed.push_back(&r);
   for (const RankOp* op : ops) listed.push_back(&op->spec);
   report.header(info, options, listed);
-  for (const std::string& line : ranks_lines(places, plan, options.warmup, options.iters)) std::cout << line << '\n';
+  for (const std::string& line : ranks_lines(places, plan, options.warmup, options.iters))
+    std::cout << line << '\n';
 
   std::vector<std::string> measured;
   for (const RankResult& result : results) {
@@ -151,7 +152,8 @@ int run_ranks(const BenchOptions& options) {
   const std::vector<const RankOp*> ops = select_rank_ops(options.ops);
   if (options.list) {
     for (const RankOp* op : ops) {
-      std::cout << op->spec.name << " [against " << op->spec.ceiling.front() << "]: " << op->spec.what << '\n';
+      std::cout << op->spec.name << " [against " << op->spec.ceiling.front() << "]: " << op->spec.what
+                << '\n';
     }
     return 0;
   }

@@ -37,7 +37,7 @@ BenchOptions parsed(std::vector<std::string> args) {
 TEST(BenchRanksOptions, RanksGoFrom4KiBTo1GiBInPowersOf4ByDefault) {
   const BenchOptions o = parsed({"--ranks"});
   EXPECT_TRUE(o.ranks);
-  const std::vector<std::size_t> sizes{4 * KiB,  16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB,
+  const std::vector<std::size_t> sizes{4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB,
                                        4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 1 * GiB};
   EXPECT_EQ(o.sizes, sizes);
   EXPECT_EQ(o.iters, 10);
@@ -50,8 +50,8 @@ TEST(BenchRanksOptions, OneProcessStillStopsAt256MiB) {
 }
 
 TEST(BenchRanksOptions, SizesItersOpsAndShortModeApplyToRanks) {
-  const BenchOptions o = parsed({"--ranks", "-b", "1M", "-e", "64M", "--iters", "7", "--ops", "rank_bcast,rank_copy",
-                                 "--json", "out.json"});
+  const BenchOptions o = parsed({"--ranks", "-b", "1M", "-e", "64M", "--iters", "7", "--ops",
+                                 "rank_bcast,rank_copy", "--json", "out.json"});
   EXPECT_EQ(o.sizes, (std::vector<std::size_t>{1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB}));
   EXPECT_EQ(o.iters, 7);
   EXPECT_EQ(o.ops, (std::vector<std::string>{"rank_bcast", "rank_copy"}));
@@ -93,7 +93,7 @@ TEST(BenchRanksOps, GatherToHostIsHeldTo095OfTheInProcessGather) {
   EXPECT_EQ(op.spec.ceiling, std::vector<std::string>{"gather"});
   ASSERT_TRUE(op.spec.target.has_value());
   EXPECT_DOUBLE_EQ(*op.spec.target, 0.95);
-  EXPECT_EQ(op.spec.bytes.count(MiB, 2), 2 * MiB);  // size x ranks
+  EXPECT_EQ(op.spec.bytes.count(MiB, 2), 2 * MiB);                                    // size x ranks
   EXPECT_EQ(select_rank_ops({"rank_bcast"}).front()->spec.bytes.count(MiB, 2), MiB);  // the payload
 }
 
@@ -126,18 +126,22 @@ std::optional<int> bus_ordinal(const std::string& bus) {
 }
 
 TEST(BenchRanksPlan, RanksOfOneHostOnTheirOwnGpusGiveRank0sOrdinalsInRankOrder) {
-  const ReferencePlan plan = plan_references({place(0, "h", "0000:3b:00.0"), place(1, "h", "0000:19:00.0")}, bus_ordinal);
+  const ReferencePlan plan =
+      plan_references({place(0, "h", "0000:3b:00.0"), place(1, "h", "0000:19:00.0")}, bus_ordinal);
   EXPECT_EQ(plan.why_not, "");
   EXPECT_EQ(plan.ordinals, (std::vector<int>{1, 0}));
 }
 
 TEST(BenchRanksPlan, NoReferencesAcrossHostsOnASharedGpuOrOnAGpuRank0CannotSee) {
-  const ReferencePlan hosts = plan_references({place(0, "a", "0000:19:00.0"), place(1, "b", "0000:19:00.0")}, bus_ordinal);
+  const ReferencePlan hosts =
+      plan_references({place(0, "a", "0000:19:00.0"), place(1, "b", "0000:19:00.0")}, bus_ordinal);
   EXPECT_TRUE(hosts.ordinals.empty());
   EXPECT_NE(hosts.why_not.find("2 hosts"), std::string::npos) << hosts.why_not;
-  const ReferencePlan shared = plan_references({place(0, "h", "0000:19:00.0"), place(1, "h", "0000:19:00.0")}, bus_ordinal);
+  const ReferencePlan shared =
+      plan_references({place(0, "h", "0000:19:00.0"), place(1, "h", "0000:19:00.0")}, bus_ordinal);
   EXPECT_NE(shared.why_not.find("ranks 0 and 1 share GPU 0000:19:00.0"), std::string::npos) << shared.why_not;
-  const ReferencePlan hidden = plan_references({place(0, "h", "0000:19:00.0"), place(1, "h", "0000:cc:00.0")}, bus_ordinal);
+  const ReferencePlan hidden =
+      plan_references({place(0, "h", "0000:19:00.0"), place(1, "h", "0000:cc:00.0")}, bus_ordinal);
   EXPECT_NE(hidden.why_not.find("rank 1's GPU 0000:cc:00.0 is not visible to rank 0"), std::string::npos)
       << hidden.why_not;
 }
@@ -153,8 +157,11 @@ TEST(BenchRanksPlan, LinesAndJsonNameTheRanksAndWhereTheReferencesRan) {
   const std::vector<RankPlace> places{place(0, "h", "0000:19:00.0"), place(1, "h", "0000:3b:00.0")};
   const std::vector<std::string> ran = ranks_lines(places, {{0, 1}, ""}, 2, 10);
   ASSERT_EQ(ran.size(), 3U);
-  EXPECT_EQ(ran[0], "# ranks: 2: [0] h device 0 NVIDIA H200 (0000:19:00.0), [1] h device 1 NVIDIA H200 (0000:3b:00.0)");
-  EXPECT_NE(ran[1].find("slowest rank's time; median of 10 samples after 2 warm-up"), std::string::npos) << ran[1];
+  EXPECT_EQ(
+      ran[0],
+      "# ranks: 2: [0] h device 0 NVIDIA H200 (0000:19:00.0), [1] h device 1 NVIDIA H200 (0000:3b:00.0)");
+  EXPECT_NE(ran[1].find("slowest rank's time; median of 10 samples after 2 warm-up"), std::string::npos)
+      << ran[1];
   EXPECT_NE(ran[2].find("on ordinals 0,1"), std::string::npos) << ran[2];
   const std::vector<std::string> not_run = ranks_lines(places, {{}, "why"}, 2, 10);
   EXPECT_EQ(not_run[2], "# references: not run: why");

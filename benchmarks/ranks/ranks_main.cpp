@@ -100,16 +100,24 @@ int report_ranks(const BenchOptions& options, const std::vector<RankPlace>& plac
   std::vector<const RankOp*> ops;
   for (const RankResult& r : results) ops.push_back(r.op);
   const std::vector<OpSpec> references = rank_references(ops);
-  const ReferencePlan plan = plan_references(places, ordinal_of);
+  ReferencePlan plan = plan_references(places, ordinal_of);
 
   std::shared_ptr<MultiGpuManager> manager;
   std::unique_ptr<Bench> bench;
   if (plan.why_not.empty()) {
-    Options manager_options = Options::from_env();
-    manager_options.devices = plan.ordinals;
-    manager_options.min_devices = 1;
-    manager = MultiGpuManager::create(std::move(manager_options));
-    bench = std::make_unique<Bench>(options, manager);
+    // The ranks' rows are measured already: a reference side that cannot start waives the references
+    // (saying why) rather than losing them.
+    try {
+      Options manager_options = Options::from_env();
+      manager_options.devices = plan.ordinals;
+      manager_options.min_devices = 1;
+      manager = MultiGpuManager::create(std::move(manager_options));
+      bench = std::make_unique<Bench>(options, manager);
+    } catch (const std::exception& e) {
+      plan = {{}, "rank 0 could not open the GPUs in one process: " + what_failed(e)};
+      bench.reset();
+      manager.reset();
+    }
   }
   const RunnerInfo info = manager ? runner_info(*manager) : ranks_runner_info(places);
   Report report(std::cout, places.size(), options.sizes);

@@ -88,17 +88,10 @@ std::optional<Stats> nccl_bcast(Bench& b, std::size_t size) {
                         },
                     .work =
                         [&] {
-                          nccl_check(ncclGroupStart(), "ncclGroupStart");
-                          for (const std::size_t d : devices) {
-                            const ncclResult_t r =
-                                ncclBroadcast(d == 0 ? buffer(d) : nullptr, buffer(d), size, ncclUint8, 0,
-                                              comms.get(d), b.stream(d));
-                            if (r != ncclSuccess) {
-                              static_cast<void>(ncclGroupEnd());
-                              nccl_check(r, "ncclBroadcast");
-                            }
-                          }
-                          nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+                          nccl_group(devices, "ncclBroadcast", [&](std::size_t d) {
+                            return ncclBroadcast(d == 0 ? buffer(d) : nullptr, buffer(d), size, ncclUint8, 0,
+                                                 comms.get(d), b.stream(d));
+                          });
                         },
                     .check =
                         [&](std::uint64_t run) {

@@ -229,6 +229,7 @@ void Report::finish() {
     const std::optional<double> target = target_of(*op);
     if (r != nullptr && r->ratio && target) status = *r->ratio >= *target ? "met" : "BELOW";
     if (r != nullptr && r->ratio && !target) status = "";
+    if (r != nullptr && !r->ratio) status = "no " + ceiling_name(*op) + " measured";
     std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", op->name.c_str(),
                   opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(), ceiling_name(*op).c_str(),
                   target_text(*op, target).c_str(), status.c_str());

@@ -27,6 +27,21 @@ inline void nccl_check(ncclResult_t status, const char* what) {
   }
 }
 
+/// Calls @p call(d) for every d of @p devices (each returning an ncclResult_t) inside one NCCL group;
+/// a call that fails ends the group, then throws naming @p what.
+template <class Devices, class Call>
+void nccl_group(const Devices& devices, const char* what, Call&& call) {
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  for (const auto d : devices) {
+    const ncclResult_t r = call(d);
+    if (r != ncclSuccess) {
+      static_cast<void>(ncclGroupEnd());
+      nccl_check(r, what);
+    }
+  }
+  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+}
+
 /// One NCCL communicator per ordinal of @p ordinals (rank i on ordinals[i]), from ncclCommInitAll.
 class NcclComms {
  public:

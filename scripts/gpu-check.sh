@@ -4,7 +4,9 @@
 #
 #   --default   topology, a Release build in build-gpu/, every test (in parallel across GPUs through a
 #               ctest resource spec when there are 2+), `gpuxfer check`, the README example, the bench's
-#               short mode when it exists
+#               short mode when it exists, then its cross-process short mode (`gpuxfer launch -n <GPUs>
+#               gpuxfer-bench --ranks --short`; a world of one, informational, on one GPU) and, with 2+
+#               GPUs and torchrun, torch.distributed's baseline beside it
 #   --python    the Python tests (tests/python, pytest) and the Python bench against the module built in
 #               build-gpu/python when python3 has nanobind (skipped with the reason otherwise); part of
 #               --default
@@ -32,7 +34,7 @@ for arg in "$@"; do
     --python) run_python=1 ;;
     --all) run_default=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
     -h | --help)
-      sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -219,6 +221,41 @@ if ((run_default)); then
     summary+=("probe small calls: exit code $probe_rc (informational; bench.log):")
     while IFS= read -r line; do summary+=("  $line"); done < <(
       sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log" | grep -E "median|timeline|probe-small-calls:")
+  fi
+  # The cross-process bench, one rank per GPU under `gpuxfer launch`, appended to bench.log: with 2+ GPUs
+  # the measurement (its failure fails the run); with one a world of one, a smoke run only (NCCL refuses
+  # two ranks on one GPU). Its JSON stays in $work (8 files at most come back); with 2+ GPUs and torchrun,
+  # torch.distributed's numbers beside it (informational).
+  if [[ -x $bench ]] && ((ngpus >= 1)); then
+    ranks_json=$work/bench-ranks.json
+    rm -f "$ranks_json"
+    section "bench --ranks (short, $ngpus ranks)"
+    marker="=== gpuxfer launch -n $ngpus gpuxfer-bench --ranks --short"
+    { printf '\n%s\n' "$marker"; timeout 300 "$gpuxfer" launch -n "$ngpus" "$bench" --ranks --short --json "$ranks_json"; } \
+      >>"$logs/bench.log" 2>&1
+    ranks_rc=$?
+    sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 30
+    if ((ngpus >= 2)); then
+      summary+=("bench --ranks: $ngpus ranks, exit code $ranks_rc; headline (ratio to the single-process reference, same run):")
+      ((ranks_rc == 0)) || failures+=("bench --ranks")
+    else
+      summary+=("bench --ranks: a world of one (smoke, informational; 2+ GPUs measure), exit code $ranks_rc:")
+    fi
+    while IFS= read -r line; do summary+=("  $line"); done < <(
+      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$')
+    if ((ngpus >= 2)) && command -v torchrun >/dev/null; then
+      section "torch.distributed baseline (short, $ngpus ranks)"
+      marker="=== torchrun --nproc-per-node $ngpus torch_distributed_baseline.py --short"
+      compare=()
+      [[ -s $ranks_json ]] && compare=(--gpuxfer "$ranks_json")
+      { printf '\n%s\n' "$marker"; timeout 300 torchrun --nproc-per-node "$ngpus" \
+        benchmarks/python/torch_distributed_baseline.py --short "${compare[@]}"; } >>"$logs/bench.log" 2>&1
+      torch_rc=$?
+      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 20
+      summary+=("torch.distributed baseline: exit code $torch_rc (informational; bench.log):")
+      while IFS= read -r line; do summary+=("  $line"); done < <(
+        sed -n "/^$marker\$/,\$p" "$logs/bench.log" | grep -E '^# (rank_|torch_distributed_baseline)|skipped')
+    fi
   fi
 
 fi

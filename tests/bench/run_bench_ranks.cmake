@@ -1,0 +1,37 @@
+# ctest -P script: runs gpuxfer-bench --ranks (MODE alone: by itself; MODE launch: under `gpuxfer launch
+# -n 2`) on the smallest sizes. Without a GPU a rank must say "no_device: rank R of N" with CUDA's
+# reason and the exit code must be 2 (no crash, no other failure). With a GPU, alone must pass (a world
+# of one); launch prints SKIPPED without running (two ranks need two GPUs: scripts/gpu-check.sh runs them).
+set(args --ranks -b 4K -e 16K --iters 5 --warmup 1)
+# The GPUs visible, as gpu-check.sh counts them: the launch test runs only where there are none.
+execute_process(COMMAND ${CLI} resource-spec OUTPUT_VARIABLE spec ERROR_QUIET)
+string(REGEX MATCHALL "\"id\"" gpus "${spec}")
+list(LENGTH gpus ngpus)
+if(MODE STREQUAL "launch" AND ngpus GREATER 0)
+  message("SKIPPED: ${ngpus} GPU(s) visible; the two-rank run needs two GPUs and is scripts/gpu-check.sh's")
+  return()
+endif()
+if(MODE STREQUAL "launch")
+  set(command ${CLI} launch -n 2 ${BENCH} ${args})
+  set(ranks 2)
+else()
+  set(command ${BENCH} ${args})
+  set(ranks 1)
+endif()
+execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
+set(all "${out}${err}")
+message("${all}")
+if(ngpus EQUAL 0)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "no device: expected exit code 2, got ${rc}")
+  endif()
+  # Under launch the first rank to exit stops the other, which may be cut short: one full line is enough.
+  if(NOT all MATCHES "gpuxfer-bench: no_device: rank [0-9] of ${ranks}: no CUDA device \\(cudaGetDeviceCount: ")
+    message(FATAL_ERROR "no rank of ${ranks} named itself and CUDA's reason")
+  endif()
+  if(all MATCHES "terminate called|Segmentation|Aborted|FAILED")
+    message(FATAL_ERROR "more than a clean no_device")
+  endif()
+elseif(NOT rc EQUAL 0 OR NOT all MATCHES "gpuxfer-bench: OK")
+  message(FATAL_ERROR "a world of one on a GPU: exit code ${rc}, expected 0 and 'gpuxfer-bench: OK'")
+endif()

@@ -211,7 +211,6 @@ std::vector<OpSpec> gather_ops() {
        .ceiling = {"ceiling_d2h"},
        .bound = "ceiling_host_memcpy_t16",
        .stream_bound = stream_bound_op(),
-       .overlap_bound = "ceiling_host_stream_under_d2h",
        .run = [](Bench& b, std::size_t size) { return gather_into_host(b, size, false); },
        .target = 0.90},
       {.name = "gather_registered",

@@ -39,8 +39,8 @@ struct OpSpec {
   std::string bound{};
   /// The same limit with the library's streaming-store host copy (what the host can do, not libc).
   std::string stream_bound{};
-  /// The same host copy while the path's links run (ceiling_host_stream_under_h2d / _d2h): the most its
-  /// staging ring can reach on this host. Empty: none.
+  /// The same host copy while the path's links run (ceiling_host_stream_under_h2d, the pageable
+  /// broadcast's): the most its staging ring can reach on this host. Empty: none.
   std::string overlap_bound{};
   /// Runs at this size only (latency probes, small buffers); 0: at every size of the run.
   std::size_t fixed_size = 0;

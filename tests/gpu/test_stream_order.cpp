@@ -231,20 +231,34 @@ TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
 class MultiGpuStreamOrder : public SmallChunks<GpuTest> {
  protected:
   [[nodiscard]] std::size_t devices_needed() const override { return 2; }
+
+  // Device 0's buffer of kBytes: seed(0)'s pattern written on @p stream, registered with that stream.
+  DeviceMemory& register_on(const Stream& stream) {
+    DeviceMemory& mem = allocate(0, kBytes);
+    {
+      const DeviceGuard guard(mem.ordinal());
+      pattern::fill_device(mem.get(), mem.size(), seed(0), 0, stream.get());
+    }
+    xfer().set_device_buffer(0, mem.get(), mem.size(), stream.get());
+    return mem;
+  }
+
+  // A gather's result for device 0 holds seed(0)'s bytes and device 0's buffer other_seed(0)'s (the write
+  // queued behind the read, @p what).
+  void expect_read_before(const std::vector<HostBuffer>& out, const DeviceMemory& mem, const char* what) {
+    ASSERT_EQ(out.size(), device_count() - 1);
+    EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the gather's bytes: before the write"));
+    EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, what));
+  }
 };
 
 // A gather without a caller stream copies a buffer registered with a stream on that stream itself (no
 // event on it, no wait of it): the registering stream's write queued right behind the handle's read lands
 // after it.
 TEST_F(MultiGpuStreamOrder, TheRegisteringStreamsNextWriteWaitsForAGatherHandlesRead) {
-  DeviceMemory& mem = allocate(0, kBytes);
+  const Stream producer(ordinal(0));
+  DeviceMemory& mem = register_on(producer);
   DeviceMemory& scratch = allocate(0, kMiB);
-  const Stream producer(mem.ordinal());
-  {
-    const DeviceGuard guard(mem.ordinal());
-    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, producer.get());
-  }
-  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
   stall(scratch, producer.get());  // the read waits behind this
   GatherHandle h = xfer().gather(1);  // device 0's buffer, no caller stream: on the producer's stream
   {
@@ -253,46 +267,32 @@ TEST_F(MultiGpuStreamOrder, TheRegisteringStreamsNextWriteWaitsForAGatherHandles
   }
   const auto out = h.get();
   producer.synchronize();
-  ASSERT_EQ(out.size(), device_count() - 1);
-  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the handle's bytes: the producer's first write"));
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the producer's second write"));
+  expect_read_before(out, mem, "the producer's second write");
 }
 
 // gpuxfer's own write (a blocking broadcast, on gpuxfer's stream) queued right behind a gather handle's
 // read that runs on the stalled registering stream: the broadcast waits for that read.
 TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherReadingOnTheRegisteringStream) {
-  DeviceMemory& mem = allocate(0, kBytes);
+  const Stream producer(ordinal(0));
+  DeviceMemory& mem = register_on(producer);
   DeviceMemory& scratch = allocate(0, kMiB);
-  const Stream producer(mem.ordinal());
-  {
-    const DeviceGuard guard(mem.ordinal());
-    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, producer.get());
-  }
-  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
   register_pattern(1, kBytes);
   stall(scratch, producer.get());
   GatherHandle h = xfer().gather(1);  // device 0's buffer, on the stalled producer's stream
   const auto data = pattern_bytes(kBytes, other_seed(0));
   xfer().broadcast(data);  // writes the buffer the gather has not read yet
   const auto out = h.get();
-  ASSERT_EQ(out.size(), device_count() - 1);
-  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the gather's bytes: before the broadcast"));
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+  expect_read_before(out, mem, "the broadcast's bytes");
 }
 
 // The same memory registered again with another stream while a gather reads it on the first: a
 // broadcast then waits for that read too (the read is listed in the buffer's order, which the new
 // registration inherits; an event on the new stream would not cover it).
 TEST_F(MultiGpuStreamOrder, ABroadcastAfterReRegistrationWaitsForAReadOnTheOldStream) {
-  DeviceMemory& mem = allocate(0, kBytes);
+  const Stream first(ordinal(0));
+  const Stream second(ordinal(0));
+  DeviceMemory& mem = register_on(first);
   DeviceMemory& scratch = allocate(0, kMiB);
-  const Stream first(mem.ordinal());
-  const Stream second(mem.ordinal());
-  {
-    const DeviceGuard guard(mem.ordinal());
-    pattern::fill_device(mem.get(), mem.size(), seed(0), 0, first.get());
-  }
-  xfer().set_device_buffer(0, mem.get(), mem.size(), first.get());
   register_pattern(1, kBytes);
   stall(scratch, first.get());
   GatherHandle h = xfer().gather(1);  // device 0's buffer, on the stalled first stream
@@ -300,9 +300,7 @@ TEST_F(MultiGpuStreamOrder, ABroadcastAfterReRegistrationWaitsForAReadOnTheOldSt
   const auto data = pattern_bytes(kBytes, other_seed(0));
   xfer().broadcast(data);
   const auto out = h.get();
-  ASSERT_EQ(out.size(), device_count() - 1);
-  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "the gather's bytes: before the broadcast"));
-  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+  expect_read_before(out, mem, "the broadcast's bytes");
 }
 
 // Many blocking 4 KiB gathers in a row on a buffer of a user stream, each after the producer rewrote it

@@ -1,5 +1,5 @@
 /// @file host_buffer.hpp
-/// @brief HostBuffer: a move-only lease of pooled pinned host memory.
+/// @brief HostBuffer: move-only pinned host memory, a lease of a pool's block or a view of shared memory.
 #pragma once
 
 #include <cstddef>
@@ -9,13 +9,22 @@
 
 namespace gpuxfer {
 
+class HostBuffer;
+
 namespace detail {
 struct PoolState;
-}
+HostBuffer host_buffer_view(std::shared_ptr<const void> keep, std::byte* data, std::size_t size) noexcept;
+}  // namespace detail
 
-/// A lease of pinned host memory from a PinnedPool. Move-only; the block goes back to its pool when the
-/// HostBuffer is destroyed or reset. The pool outlives none of its leases' need: a HostBuffer keeps the
-/// pool's state alive, so it may outlive the manager that made it.
+/// Pinned (page-locked) host memory, move-only, of one of two kinds:
+/// - a lease of a PinnedPool's block (what InterGpuTransfer returns): the block goes back to its pool when
+///   the HostBuffer is destroyed or reset. A HostBuffer keeps the pool's state alive, so it may outlive the
+///   manager that made it;
+/// - a view of memory that belongs to something else (Communicator::gather_to_host's results are views of
+///   a shared-memory segment of the communicator's): the HostBuffer keeps its owner alive, and lets go of
+///   it when destroyed or reset. The owner may reuse the memory for a later operation only after every
+///   view of it is gone; it may outlive the communicator that made it.
+/// Both kinds stay page-locked as long as the HostBuffer holds them, and read and write the same way.
 class HostBuffer {
  public:
   HostBuffer() noexcept = default;
@@ -36,7 +45,7 @@ class HostBuffer {
   /// A copy of the payload in ordinary memory.
   [[nodiscard]] std::vector<std::byte> to_vector() const { return {data_, data_ + size_}; }
 
-  /// Gives the block back to its pool now; the buffer becomes empty.
+  /// Gives the block back to its pool (or lets go of the memory it views) now; the buffer becomes empty.
   void reset() noexcept;
 
   /// Shrinks the payload size to @p bytes (never grows it; the block keeps its capacity).
@@ -45,11 +54,17 @@ class HostBuffer {
  private:
   friend class PinnedPool;
   friend struct detail::PoolState;
+  friend HostBuffer detail::host_buffer_view(std::shared_ptr<const void> keep, std::byte* data,
+                                             std::size_t size) noexcept;
   HostBuffer(std::shared_ptr<detail::PoolState> pool, std::byte* block, std::size_t block_bytes,
              std::size_t size, int node) noexcept
       : pool_(std::move(pool)), data_(block), block_bytes_(block_bytes), size_(size), node_(node) {}
 
-  std::shared_ptr<detail::PoolState> pool_;
+  HostBuffer(std::shared_ptr<const void> keep, std::byte* data, std::size_t size) noexcept
+      : keep_(std::move(keep)), data_(data), size_(size) {}
+
+  std::shared_ptr<detail::PoolState> pool_;  ///< a lease's pool, null for a view
+  std::shared_ptr<const void> keep_;         ///< a view's owner, null for a lease
   std::byte* data_ = nullptr;
   std::size_t block_bytes_ = 0;
   std::size_t size_ = 0;

@@ -208,6 +208,10 @@ void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   if (buffer.pool_ && buffer.data_ != nullptr) {
     buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, buffer.node_, std::move(after));
   }
+  // A view has no pool to hold it until the event: its owner may reuse the memory once let go, so the
+  // work queued on it must be over first (no view is handed to queued work today; this is the safe side).
+  if (buffer.keep_ && after) (void)after->synchronize();
+  buffer.keep_.reset();
   buffer.pool_.reset();
   buffer.data_ = nullptr;
   buffer.block_bytes_ = 0;

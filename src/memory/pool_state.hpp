@@ -39,7 +39,8 @@ struct PoolState {
   void trim() noexcept;
   [[nodiscard]] PoolStats stats() noexcept;
 
-  /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it).
+  /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it); a view
+  /// lets go of its owner after waiting for @p after.
   static void release_after(HostBuffer&& buffer, SharedEvent after) noexcept;
 
   /// Where idle blocks are found: the NUMA node (-1 for cudaHostAlloc's) and the block size.

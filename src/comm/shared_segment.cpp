@@ -30,6 +30,11 @@ std::string errno_text(int err) {
 // Closes the descriptor on every path; the mapping stays valid without it.
 struct Fd {
   int fd = -1;
+  explicit Fd(int descriptor) noexcept : fd(descriptor) {}
+  Fd(Fd&& other) noexcept : fd(std::exchange(other.fd, -1)) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&&) = delete;
   ~Fd() {
     if (fd >= 0) (void)::close(fd);
   }
@@ -39,6 +44,19 @@ std::byte* map(int fd, std::size_t offset, std::size_t length, const std::string
   void* ptr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
   if (ptr == MAP_FAILED) fail(errno, what + ": mmap of " + std::to_string(length) + " bytes");
   return static_cast<std::byte*>(ptr);
+}
+
+// The existing segment @p name, read and write.
+Fd open_existing(const std::string& name, const std::string& what) {
+  Fd fd{::shm_open(name.c_str(), O_RDWR, 0600)};
+  if (fd.fd < 0) fail(errno, what + ": shm_open (does the root see the same /dev/shm?)");
+  return fd;
+}
+
+std::size_t size_of(const Fd& fd, const std::string& what) {
+  struct stat info {};
+  if (::fstat(fd.fd, &info) != 0) fail(errno, what + ": fstat");
+  return static_cast<std::size_t>(info.st_size);
 }
 
 }  // namespace
@@ -90,12 +108,10 @@ SharedSegment SharedSegment::open(const std::string& name, std::size_t offset, s
     throw Error(Errc::invalid_argument, what + ": the offset is not a multiple of the page size (" +
                                             std::to_string(page_size()) + " bytes)");
   }
-  Fd fd{::shm_open(name.c_str(), O_RDWR, 0600)};
-  if (fd.fd < 0) fail(errno, what + ": shm_open (does the root see the same /dev/shm?)");
-  struct stat info {};
-  if (::fstat(fd.fd, &info) != 0) fail(errno, what + ": fstat");
-  if (static_cast<std::size_t>(info.st_size) < offset + bytes) {
-    throw Error(Errc::comm_error, what + ": the segment holds only " + std::to_string(info.st_size) +
+  const Fd fd = open_existing(name, what);
+  const std::size_t size = size_of(fd, what);
+  if (size < offset + bytes) {
+    throw Error(Errc::comm_error, what + ": the segment holds only " + std::to_string(size) +
                                       " bytes (do the ranks agree on the sizes?)");
   }
   SharedSegment segment;
@@ -104,9 +120,22 @@ SharedSegment SharedSegment::open(const std::string& name, std::size_t offset, s
   if (bytes == 0) return segment;
   const std::size_t length = round_to_pages(bytes);
   // The last page may lie past the segment's end when the creator's size was not rounded; map what is there.
-  const std::size_t available = static_cast<std::size_t>(info.st_size) - offset;
+  const std::size_t available = size - offset;
   segment.mapped_ = length < available ? length : available;
   segment.data_ = map(fd.fd, offset, segment.mapped_, what);
+  return segment;
+}
+
+SharedSegment SharedSegment::open(const std::string& name) {
+  const std::string what = "the shared segment " + name;
+  const Fd fd = open_existing(name, what);
+  const std::size_t size = size_of(fd, what);
+  SharedSegment segment;
+  segment.name_ = name;
+  segment.size_ = size;
+  if (size == 0) return segment;
+  segment.data_ = map(fd.fd, 0, segment.size_, what);
+  segment.mapped_ = segment.size_;
   return segment;
 }
 

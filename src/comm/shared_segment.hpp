@@ -1,5 +1,5 @@
 // A POSIX shared-memory segment (shm_open + mmap) that the ranks of one node write into: the root creates
-// it (and unlinks it when done), every other rank of its node maps its own part of it. Move-only; the
+// it (and unlinks it when done), every other rank of its node maps a part of it or all of it. Move-only; the
 // destructor unmaps (and unlinks, for the creator) on every path, and never throws.
 #pragma once
 
@@ -32,6 +32,10 @@ class SharedSegment {
   /// @throws Error(Errc::invalid_argument) for an offset off a page; Error(Errc::comm_error) when the
   ///         segment is missing or smaller than offset + bytes
   [[nodiscard]] static SharedSegment open(const std::string& name, std::size_t offset, std::size_t bytes);
+  /// Maps all of the existing segment @p name, its size as fstat says (what a rank caches to reuse for
+  /// every later call that names the segment).
+  /// @throws Error(Errc::comm_error) when the segment is missing
+  [[nodiscard]] static SharedSegment open(const std::string& name);
 
   ~SharedSegment() { reset(); }
   SharedSegment(SharedSegment&& other) noexcept { *this = std::move(other); }

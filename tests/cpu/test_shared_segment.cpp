@@ -1,5 +1,6 @@
-// The shared-memory segment of gather_to_host without a GPU: created, mapped a second time (in this
-// process and in a forked child), sized in pages, unlinked on every path, named uniquely, and its errors.
+// The shared-memory segment of gather_to_host without a GPU: created, mapped a second time (a part or all
+// of it, in this process and in a forked child), sized in pages, unlinked on every path, named uniquely,
+// and its errors.
 #include <cstring>
 #include <set>
 #include <string>
@@ -108,6 +109,53 @@ TEST(SharedSegment, AForkedProcessWritesItsPart) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not map its part";
   EXPECT_EQ(pattern::count_mismatches_host({segment.data() + page, page}, 21), 0u);
+}
+
+// How a rank of the root's node caches a segment: all of it, its size from the file; a forked child
+// writes through such a mapping, the creator reads, and the name goes on every path.
+TEST(SharedSegment, AWholeMappingTakesItsSizeFromTheSegment) {
+  const std::string name = fresh_name();
+  const std::size_t page = detail::page_size();
+  {
+    const SharedSegment segment = SharedSegment::create(name, 3 * page);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int code = 0;
+      try {
+        const SharedSegment whole = SharedSegment::open(name);
+        if (whole.size() != 3 * page || whole.owner() || whole.name() != name) code = 2;
+        pattern::fill_host({whole.data() + page, 2 * page}, 31);
+      } catch (...) {
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit";
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "1: could not map the segment; 2: wrong size, owner or name";
+    EXPECT_EQ(pattern::count_mismatches_host({segment.data() + page, 2 * page}, 31), 0u);
+    SharedSegment whole = SharedSegment::open(name);
+    EXPECT_EQ(whole.size(), 3 * page);
+    EXPECT_EQ(pattern::count_mismatches_host({whole.data() + page, 2 * page}, 31), 0u);
+    whole.reset();
+    EXPECT_TRUE(exists(name)) << "only the creator unlinks";
+  }
+  EXPECT_FALSE(exists(name));
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::open(name); }, Errc::comm_error, name, "shm_open",
+                           "same /dev/shm"));
+}
+
+TEST(SharedSegment, AWholeMappingOfAnEmptySegmentMapsNothing) {
+  const std::string name = fresh_name();
+  {
+    const SharedSegment segment = SharedSegment::create(name, 0);
+    const SharedSegment whole = SharedSegment::open(name);
+    EXPECT_EQ(whole.data(), nullptr);
+    EXPECT_EQ(whole.size(), 0u);
+  }
+  EXPECT_FALSE(exists(name));
 }
 
 TEST(SharedSegment, MovesHandOverTheNameOnce) {

@@ -1,0 +1,124 @@
+#include "comm/segment_arena.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <new>
+#include <utility>
+
+#include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
+
+namespace gpuxfer::detail {
+
+RegisteredSegment::RegisteredSegment(SharedSegment segment, int device, const std::string& where)
+    : segment_(std::move(segment)), device_(device) {
+  if (segment_.data() == nullptr) return;
+  const DeviceGuard guard(device_);
+  GPUXFER_CUDA_TRY_CTX(cudaHostRegister(segment_.data(), segment_.size(), cudaHostRegisterPortable),
+                       where + ": page-locking the shared segment " + segment_.name() + " of " +
+                           std::to_string(segment_.size()) + " bytes");
+  registered_ = true;
+}
+
+RegisteredSegment::~RegisteredSegment() {
+  if (registered_) {
+    const DeviceGuard guard(device_, std::nothrow);
+    (void)cudaHostUnregister(segment_.data());
+  }
+  // segment_ unmaps (and unlinks, for the creator) as it goes.
+}
+
+ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes, std::size_t cached) {
+  ArenaChoice choice;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].free || slots[i].capacity < bytes) continue;
+    if (!choice.reuse) {
+      choice.reuse = i;
+      continue;
+    }
+    const ArenaSlot& best = slots[*choice.reuse];
+    const bool smaller = slots[i].capacity < best.capacity;
+    const bool older = slots[i].capacity == best.capacity && slots[i].last_used < best.last_used;
+    if (smaller || older) choice.reuse = i;
+  }
+  std::vector<std::size_t> idle;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].free && i != choice.reuse) idle.push_back(i);
+  }
+  std::stable_sort(idle.begin(), idle.end(),
+                   [&](std::size_t a, std::size_t b) { return slots[a].last_used < slots[b].last_used; });
+  std::size_t total = slots.size() + (choice.reuse ? 0 : 1);
+  for (const std::size_t i : idle) {
+    if (total <= cached) break;
+    choice.evict.push_back(i);
+    --total;
+  }
+  return choice;
+}
+
+namespace {
+
+// Nobody but the arena holds it, and no failed call's copy is still queued on it.
+bool is_free(const std::shared_ptr<ArenaEntry>& entry) noexcept {
+  if (entry.use_count() != 1) return false;
+  // The last other holder's release (an acq_rel decrement) happens before what follows: its reads of the
+  // results come before the next call's copies into them.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return !entry->after || entry->after->completed() || entry->after->query() == cudaSuccess;
+}
+
+}  // namespace
+
+std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
+                                                  int device, const std::string& where) {
+  std::vector<ArenaSlot> slots;
+  slots.reserve(entries_.size());
+  for (const auto& entry : entries_) slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
+  const ArenaChoice choice = choose_segment(slots, bytes, cached);
+  std::shared_ptr<ArenaEntry> chosen;
+  if (choice.reuse) chosen = entries_[*choice.reuse];
+  // Released before a new one is made, so that /dev/shm and page-locked memory have their room back.
+  std::vector<std::size_t> evict = choice.evict;
+  std::sort(evict.begin(), evict.end(), std::greater<>());
+  for (const std::size_t i : evict) entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+  if (!chosen) {
+    const std::uint64_t id = next_id_++;
+    const std::string name = shared_segment_name(pid, nonce, id);
+    chosen = std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device, where);
+    entries_.push_back(chosen);
+  }
+  chosen->after.reset();
+  chosen->last_used = ++clock_;
+  return chosen;
+}
+
+void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept {
+  if (!entry) return;
+  try {
+    entry->after = record_event(device, stream);
+  } catch (...) {
+    (void)cudaStreamSynchronize(stream);
+  }
+  entry.reset();
+}
+
+const RegisteredSegment& SegmentMappings::get(const std::string& name, int device, cudaStream_t stream,
+                                              const std::string& where) {
+  for (Mapping& mapping : mappings_) {
+    if (mapping.segment->name() != name) continue;
+    mapping.last_used = ++clock_;
+    return *mapping.segment;
+  }
+  if (mappings_.size() >= cached) {
+    const auto oldest = std::min_element(mappings_.begin(), mappings_.end(), [](const Mapping& a, const Mapping& b) {
+      return a.last_used < b.last_used;
+    });
+    (void)cudaStreamSynchronize(stream);  // only a failed call's copy can be queued on it: bounded
+    mappings_.erase(oldest);
+  }
+  auto segment = std::make_unique<RegisteredSegment>(SharedSegment::open(name), device, where);
+  mappings_.push_back({std::move(segment), ++clock_});
+  return *mappings_.back().segment;
+}
+
+}  // namespace gpuxfer::detail

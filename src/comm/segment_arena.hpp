@@ -1,0 +1,126 @@
+// The shared segments a Communicator's host operations reuse from call to call, so that no call pays for
+// making, mapping and page-locking one (cudaHostRegister of 256 MiB costs milliseconds): on the root, an
+// arena of segments it created, each registered once and handed out whole to one call at a time (and to
+// gather_to_host's results, HostBuffers that view it); on the other ranks of its node, the mappings of
+// whole segments they opened, each registered once and kept for the calls that name it again.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "comm/shared_segment.hpp"
+#include "runtime/event.hpp"
+
+namespace gpuxfer::detail {
+
+/// A shared segment page-locked in this process (cudaHostRegister, portable) for as long as it lives.
+/// The destructor unregisters it under its device (DeviceGuard, nothrow), unmaps it and, for the creator,
+/// unlinks it; it never throws. Whoever destroys it makes sure no copy into or out of it is still queued.
+class RegisteredSegment {
+ public:
+  /// Registers all of @p segment (nothing for an empty one); @p where names it in messages.
+  /// @throws Error(Errc::cuda_error / out_of_memory) when cudaHostRegister fails
+  RegisteredSegment(SharedSegment segment, int device, const std::string& where);
+  ~RegisteredSegment();
+  RegisteredSegment(const RegisteredSegment&) = delete;
+  RegisteredSegment& operator=(const RegisteredSegment&) = delete;
+
+  [[nodiscard]] std::byte* data() const noexcept { return segment_.data(); }
+  [[nodiscard]] std::size_t size() const noexcept { return segment_.size(); }
+  [[nodiscard]] const std::string& name() const noexcept { return segment_.name(); }
+
+ private:
+  SharedSegment segment_;
+  int device_ = -1;
+  bool registered_ = false;
+};
+
+/// One segment of the root's arena, held by shared_ptr: by the arena, by the call that writes it and by
+/// gather_to_host's results (which may outlive the communicator: the last holder releases it).
+struct ArenaEntry {
+  ArenaEntry(std::uint64_t id, SharedSegment segment, int device, const std::string& where)
+      : id(id), segment(std::move(segment), device, where) {}
+  std::uint64_t id;           ///< the last part of its name, sent to the other ranks in the "ready" exchange
+  RegisteredSegment segment;  ///< created by this process, linked while cached
+  std::uint64_t last_used = 0;
+  SharedEvent after;  ///< a failed call's copies into or out of it may be queued until this completes
+};
+
+/// What the arena knows of an entry when a call asks for one.
+struct ArenaSlot {
+  std::size_t capacity = 0;
+  bool free = false;  ///< held by nobody but the arena, and no failed call's copy still queued on it
+  std::uint64_t last_used = 0;
+};
+
+struct ArenaChoice {
+  std::optional<std::size_t> reuse;  ///< the slot the call takes; none: a new entry
+  std::vector<std::size_t> evict;    ///< free slots to release, least recently used first
+};
+
+/// The arena's choice for a call of @p bytes: the smallest free slot with room for them (of equal ones,
+/// the least recently used), else a new entry; and the free slots (never the one reused) to release so
+/// that no more than @p cached entries remain, the new one counted, least recently used first. Busy slots
+/// are never released, so more than @p cached may remain while results hold them.
+[[nodiscard]] ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes, std::size_t cached);
+
+/// The root's segments (gather_to_host's results, broadcast_from_host's bytes), in one process.
+class SegmentArena {
+ public:
+  static constexpr std::size_t cached = 3;
+
+  /// An entry of at least @p bytes that nobody else holds, reused or made (named shared_segment_name(@p pid,
+  /// @p nonce, id) with the next id, its capacity @p bytes rounded up to pages, created and registered),
+  /// releasing free entries beyond `cached`. @p where names the call in messages.
+  /// @throws Error(Errc::out_of_memory) when /dev/shm or page-locking has no room; Error(Errc::comm_error /
+  ///         cuda_error) for another failure to make the segment
+  [[nodiscard]] std::shared_ptr<ArenaEntry> acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
+                                                    int device, const std::string& where);
+
+  /// Releases the arena's hold on every entry; the ones results still hold live on in them.
+  void clear() noexcept { entries_.clear(); }
+  [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
+
+ private:
+  std::vector<std::shared_ptr<ArenaEntry>> entries_;
+  std::uint64_t next_id_ = 0;
+  std::uint64_t clock_ = 0;
+};
+
+/// Lets go of @p entry once @p stream is past the work queued on it so far (after a failure a copy into
+/// or out of the entry may still be queued): the arena reuses the entry only then. Never throws.
+void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept;
+
+/// A rank of the root's node: its mappings of whole segments, the `cached` most recently used.
+class SegmentMappings {
+ public:
+  static constexpr std::size_t cached = 3;
+
+  /// The whole segment @p name, mapped and registered on its first use and kept for later calls. Making
+  /// room for it first waits for @p stream (the calls that used the one released wait for their copies,
+  /// but a failed one may have left its copy queued). @p where names the call in messages.
+  /// @throws Error(Errc::comm_error) when the segment is missing; Error(Errc::cuda_error / out_of_memory)
+  ///         for a failed mapping or registration
+  [[nodiscard]] const RegisteredSegment& get(const std::string& name, int device, cudaStream_t stream,
+                                             const std::string& where);
+
+  void clear() noexcept { mappings_.clear(); }
+  [[nodiscard]] bool empty() const noexcept { return mappings_.empty(); }
+
+ private:
+  struct Mapping {
+    std::unique_ptr<RegisteredSegment> segment;
+    std::uint64_t last_used = 0;
+  };
+  std::vector<Mapping> mappings_;
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace gpuxfer::detail

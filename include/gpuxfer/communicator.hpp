@@ -141,14 +141,19 @@ class Communicator {
   /// buffers. It waits on the host for three exchanges of two words a rank (four on the first call, which
   /// also exchanges the ranks' nodes), each bounded by the timeout. Not yet run on a GPU.
   ///
-  /// Paths. The ranks on the root's node (same host name, boot id and /dev/shm, exchanged once, on the
-  /// first call) each copy from their own GPU, over their own PCIe link, into their page-locked part of a
-  /// POSIX shared-memory segment that the root creates for the call and unlinks before returning; the root
-  /// then copies each part into a HostBuffer of its own (a copy in host memory, chosen over buffers that
-  /// view the segment so that a HostBuffer is always a pool lease the caller may keep as long as it likes).
-  /// The ranks of other nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls,
-  /// the size of the largest so far), which the root copies down. The root's HostBuffers are leases of
-  /// pinned memory from a pool of the communicator's, kept alive by the buffers.
+  /// Paths. Every part lands, page-aligned, in one POSIX shared-memory segment of the root's, and the
+  /// root's HostBuffers are views of it: no copy in host memory. The ranks on the root's node (same host
+  /// name, boot id and /dev/shm, exchanged once, on the first call) each copy from their own GPU, over
+  /// their own PCIe link, straight into their part; the root copies its own part down; the ranks of other
+  /// nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
+  /// largest so far), which the root copies down into their parts.
+  ///
+  /// Segments are reused: the root keeps the segments of earlier calls (page-locked once, with
+  /// cudaHostRegister, in the root and in each rank of its node that mapped them) and gives a call the
+  /// smallest that fits and that no result holds, else makes a new one; it keeps up to 3 that no result
+  /// holds. So the memory of a call's results serves a later call only after the caller has dropped every
+  /// HostBuffer of that call. The results stay page-locked while held, and may outlive the communicator:
+  /// the last one dropped unlinks the segment.
   ///
   /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
   ///         @p send is not @p bytes of this rank's device memory; Error(Errc::out_of_memory) when the
@@ -169,12 +174,14 @@ class Communicator {
   /// on the first host operation, which also exchanges the ranks' nodes), each bounded by the timeout. Not
   /// yet run on a GPU.
   ///
-  /// Paths. The root writes the bytes once into a POSIX shared-memory segment made for the call (unlinked
-  /// before it returns), which every other rank of its node maps, page-locks and copies from into its own
-  /// GPU, over its own PCIe link. The root copies them into its own recv (straight from @p data when all of it is
-  /// page-locked, as the in-process operations judge it, else through pinned memory of the communicator's pool, so that no copy from pageable
-  /// memory makes it wait outside a bounded wait); the ranks of other nodes receive them from the root's
-  /// recv over NCCL (grouped ncclSend / ncclRecv, the root and those ranks only).
+  /// Paths. When other ranks share the root's node, the root writes the bytes once into a POSIX
+  /// shared-memory segment of its own, reused from call to call as gather_to_host's (page-locked once),
+  /// which every other rank of its node copies from into its own GPU, over its own PCIe link, through a
+  /// mapping it keeps for later calls; the root copies them from there into its own recv. Without such
+  /// ranks the root copies straight from @p data when all of it is page-locked, as the in-process
+  /// operations judge it, else through pinned memory of the communicator's pool (so that no copy from
+  /// pageable memory makes it wait outside a bounded wait). The ranks of other nodes receive the bytes from
+  /// the root's recv over NCCL (grouped ncclSend / ncclRecv, the root and those ranks only).
   ///
   /// @throws Error(Errc::invalid_argument) for a root out of range and, on every rank, for a recv smaller
   ///         than the root's size or null while the root has bytes; Error(Errc::invalid_buffer) when

@@ -25,6 +25,15 @@ void DeviceFree::operator()(void* ptr) const noexcept {
 }
 void PinnedFree::operator()(void* ptr) const noexcept { (void)cudaFreeHost(ptr); }
 
+CommunicatorState::~CommunicatorState() {
+  if (stream.get() != nullptr && !(arena.empty() && mappings.empty())) {
+    const DeviceGuard guard(device, std::nothrow);
+    (void)cudaStreamSynchronize(stream.get());
+  }
+  arena.clear();
+  mappings.clear();
+}
+
 namespace {
 
 // The device this rank drives, checked against what CUDA sees before any rank waits for this one.

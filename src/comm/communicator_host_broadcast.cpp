@@ -1,13 +1,15 @@
 // Communicator::broadcast_from_host: the root's host bytes into every rank's device memory, each rank of
-// the root's node over its own PCIe link. The root writes the bytes once into a POSIX shared segment made
-// for the call, which every other rank of its node maps, page-locks and copies into its GPU; the root
-// copies them into its own GPU, and from there over NCCL to the ranks of other nodes. Exchanges of two
-// words a rank order it, as gather_to_host's: the root's size and every rank's capacity, the root's
-// "ready" (segment written and its own copy queued, or why not) and every rank's "done" (its bytes in
-// place, or why not), so that a failure on one rank makes every rank throw instead of wait.
+// the root's node over its own PCIe link. The root writes the bytes once into a POSIX shared segment of its
+// arena (reused from call to call, page-locked once), which every other rank of its node copies into its
+// GPU through a mapping it keeps; the root copies them into its own GPU, and from there over NCCL to the
+// ranks of other nodes. Exchanges of two words a rank order it, as gather_to_host's: the root's size and
+// every rank's capacity, the root's "ready" (segment written and its own copy queued, the segment's id, or
+// why not) and every rank's "done" (its bytes in place, or why not), so that a failure on one rank makes
+// every rank throw instead of wait.
 #include <gpuxfer/communicator.hpp>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,7 @@
 
 #include "comm/comm_launch.hpp"
 #include "comm/host_transfer.hpp"
-#include "comm/shared_segment.hpp"
+#include "comm/segment_arena.hpp"
 #include "memory/host_memory.hpp"
 
 namespace gpuxfer {
@@ -30,30 +32,34 @@ using detail::HostRoute;
 using detail::Outcome;
 using detail::rank_text;
 
-// The root: the segment written and its own copy queued ("ready"), then NCCL's sends to other nodes.
+// The root: a segment of its arena written and its own copy queued ("ready"), then NCCL's sends to other
+// nodes.
 struct RootSide {
   CommunicatorState& s;
   std::span<const std::byte> data;
   void* recv;
   const HostBroadcastPlan& plan;
   const std::string& what;
-  detail::SharedSegment segment;
-  HostBuffer staged;  ///< pinned copy of pageable data
+  std::shared_ptr<detail::ArenaEntry> entry;
+  HostBuffer staged;  ///< pinned copy of pageable data, when there is no segment to copy from
 
-  // After a failure the root's copy may still be queued: the staging goes back after it.
+  // The call's copies may still be queued after a failure: the staging and the segment go back after them.
   ~RootSide() {
     if (!staged.empty()) detail::give_back_after_stream(s, std::span(&staged, 1));
+    detail::release_after_stream(entry, s.device, s.stream.get());
   }
 
-  void prepare(const std::string& name) {
-    if (plan.segment_bytes > 0) {
-      segment = detail::SharedSegment::create(name, plan.segment_bytes);
-      std::memcpy(segment.data(), data.data(), data.size());
-    }
-    // A copy from pageable memory synchronises the stream on the host, a wait no timeout bounds: the
-    // bytes go through pinned memory instead.
+  void prepare() {
+    // The root's own copy reads page-locked memory: the segment (page-locked once, in the arena), the caller's
+    // data when all of it is page-locked, else pinned memory of the pool. A copy from pageable memory would
+    // synchronise the stream on the host, a wait no timeout bounds.
     const std::byte* source = data.data();
-    if (!detail::is_pinned_range(data.data(), data.size())) {
+    if (plan.segment_bytes > 0) {
+      const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
+      entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
+      std::memcpy(entry->segment.data(), data.data(), data.size());
+      source = entry->segment.data();
+    } else if (!detail::is_pinned_range(data.data(), data.size())) {
       staged = detail::pool_of(s).acquire(data.size());
       std::memcpy(staged.data(), data.data(), data.size());
       source = staged.data();
@@ -115,27 +121,29 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
   for (std::size_t r = 0; r < capacities.size(); ++r) capacities[r] = pairs[2 * r + 1];
   const HostBroadcastPlan plan =
       detail::plan_host_broadcast(bytes, capacities, s.node_leaders, root, s.where + ": " + what);
-  const std::uint64_t call = s.host_calls++;  // every rank counts every call: the name agrees
   if (bytes == 0) return;
-  const detail::NodeRecord& root_node = s.nodes[static_cast<std::size_t>(root)];
-  const std::string name = detail::shared_segment_name(root_node.pid, root_node.nonce, call);
 
   // The size exchange ran after the legacy default stream's work and was waited for: the root's host reads
   // of data below come after that work too (a copy into data queued there, say).
   RootSide side{s, data, recv, plan, what, {}, {}};
   Outcome ready{s.comm, {}};
-  if (is_root) ready.run([&] { side.prepare(name); });
-  detail::exchange_outcomes(s, ready, what, "ready", "the root's preparation (shared segment, its own copy)");
+  if (is_root) ready.run([&] { side.prepare(); });
+  const std::uint64_t id =
+      detail::exchange_outcomes_with(s, ready, side.entry ? side.entry->id : 0, root, what, "ready",
+                                     "the root's preparation (shared segment, its own copy)");
 
   Outcome done{s.comm, {}};
   if (is_root) {
     done.run([&] { side.send(); });
   } else {
-    done.run([&] { take(s, plan, recv, static_cast<std::size_t>(bytes), name, root, what); });
+    done.run([&] {
+      take(s, plan, recv, static_cast<std::size_t>(bytes), detail::segment_name(s, root, id), root, what);
+    });
   }
   // Queued after this rank's copies: when it completes, this rank's recv holds the bytes (and the root's
-  // sends are over), so the segment may go.
+  // sends are over), so the segment may serve another call.
   detail::exchange_outcomes(s, done, what, "done", "taking the bytes");
+  side.entry.reset();
 }
 
 }  // namespace gpuxfer

@@ -1,12 +1,14 @@
 // Communicator::gather_to_host: every rank's device bytes into HostBuffers on the root, each rank over its
-// own PCIe link where it can. The ranks of the root's node copy from their GPUs straight into a POSIX
-// shared segment that the root made (each page-locks its own part); the ranks of other nodes send over
-// NCCL to the root's GPU, which copies them down. Exchanges of two words a rank order it: the sizes, the
-// root's "ready" (buffers, segment and staging made, or why not) and every rank's "done" (its part
+// own PCIe link where it can. Every part lands in a POSIX shared segment of the root's arena (reused from
+// call to call, page-locked once in each process that maps it), and the root's results are HostBuffers
+// that view it: the ranks of the root's node copy from their GPUs straight into their parts (through
+// mappings they keep), the root copies its own part down, and the ranks of other nodes send over NCCL to
+// the root's GPU, which copies their parts down. Exchanges of two words a rank order it: the sizes, the
+// root's "ready" (segment and staging made, the segment's id, or why not) and every rank's "done" (its part
 // written, or why not), so that a failure on one rank makes every rank throw instead of wait.
 #include <gpuxfer/communicator.hpp>
 
-#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,7 +19,9 @@
 
 #include "comm/comm_launch.hpp"
 #include "comm/host_transfer.hpp"
+#include "comm/segment_arena.hpp"
 #include "comm/shared_segment.hpp"
+#include "memory/host_buffer_view.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -26,22 +30,23 @@ using detail::CommunicatorState;
 using detail::HostGatherPlan;
 using detail::HostRoute;
 using detail::Outcome;
-using detail::pool_of;
 using detail::rank_text;
 
-// The root: its buffers, the segment and the staging made ("ready"), NCCL's receives, the copies down.
+// The root: a segment of its arena and the staging ("ready"), NCCL's receives, the copies down, and the
+// results, HostBuffers that view the segment.
 struct RootSide {
   CommunicatorState& s;
   const std::vector<std::uint64_t>& sizes;
   const HostGatherPlan& plan;
   const std::string& what;
-  std::vector<HostBuffer> out;
-  detail::SharedSegment segment;
+  std::shared_ptr<detail::ArenaEntry> entry;
 
-  void prepare(const std::string& name) {
-    for (int r = 0; r < s.world_size; ++r)
-      out.push_back(pool_of(s).acquire(sizes[static_cast<std::size_t>(r)]));
-    if (plan.segment_bytes > 0) segment = detail::SharedSegment::create(name, plan.segment_bytes);
+  // After a failure a copy into the segment may still be queued: the arena reuses it only after that.
+  ~RootSide() { detail::release_after_stream(entry, s.device, s.stream.get()); }
+
+  void prepare() {
+    const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
+    entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
     if (plan.staging_bytes > s.staging_bytes) {
       s.staging.reset();
       s.staging_bytes = 0;
@@ -53,13 +58,15 @@ struct RootSide {
     }
   }
 
-  // Queued on the communicator's stream: its own bytes down, other nodes' bytes over NCCL, then down.
+  [[nodiscard]] std::byte* part(std::size_t r) const { return entry->segment.data() + plan.offset[r]; }
+
+  // Queued on the communicator's stream: its own bytes down, other nodes' bytes over NCCL, then down,
+  // each straight into its part of the segment.
   void queue(const void* send) {
     const cudaStream_t stream = s.stream.get();
-    const std::size_t mine = sizes[static_cast<std::size_t>(s.rank)];
-    if (mine > 0) {
-      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(out[static_cast<std::size_t>(s.rank)].data(), send, mine,
-                                           cudaMemcpyDeviceToHost, stream),
+    const auto me = static_cast<std::size_t>(s.rank);
+    if (sizes[me] > 0) {
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(me), send, sizes[me], cudaMemcpyDeviceToHost, stream),
                            s.where + ": " + what + ": its own part");
     }
     if (plan.staging_bytes == 0) return;
@@ -68,7 +75,7 @@ struct RootSide {
         const auto i = static_cast<std::size_t>(r);
         if (plan.route[i] != HostRoute::network || sizes[i] == 0) continue;
         const ncclResult_t got =
-            ncclRecv(s.staging.get() + plan.offset[i], sizes[i], ncclUint8, r, s.comm.get(), stream);
+            ncclRecv(s.staging.get() + plan.staging_offset[i], sizes[i], ncclUint8, r, s.comm.get(), stream);
         if (got != ncclSuccess && got != ncclInProgress) return got;
       }
       return ncclSuccess;
@@ -76,20 +83,20 @@ struct RootSide {
     for (int r = 0; r < s.world_size; ++r) {
       const auto i = static_cast<std::size_t>(r);
       if (plan.route[i] != HostRoute::network || sizes[i] == 0) continue;
-      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(out[i].data(), s.staging.get() + plan.offset[i], sizes[i],
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(i), s.staging.get() + plan.staging_offset[i], sizes[i],
                                            cudaMemcpyDeviceToHost, stream),
                            s.where + ": " + what + ": " + rank_text(r) + "'s part, from the staging");
     }
   }
 
-  // After every rank said "done": the local ranks' parts out of the segment.
-  void collect() {
-    for (int r = 0; r < s.world_size; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (plan.route[i] != HostRoute::segment || sizes[i] == 0) continue;
-      std::memcpy(out[i].data(), segment.data() + plan.offset[i], sizes[i]);
+  // After every rank said "done": every part is in the segment; the results view it (and keep it).
+  [[nodiscard]] std::vector<HostBuffer> results() {
+    std::vector<HostBuffer> out(sizes.size());
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      if (sizes[r] > 0) out[r] = detail::host_buffer_view(entry, part(r), static_cast<std::size_t>(sizes[r]));
     }
-    segment.reset();
+    entry.reset();
+    return out;
   }
 };
 
@@ -110,45 +117,34 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   std::vector<std::uint64_t> sizes(static_cast<std::size_t>(s.world_size));
   for (std::size_t r = 0; r < sizes.size(); ++r) sizes[r] = pairs[2 * r];
   const HostGatherPlan plan = detail::plan_host_gather(sizes, s.node_leaders, root, detail::page_size());
-  const std::uint64_t call = s.host_calls++;
-  const detail::NodeRecord& root_node = s.nodes[static_cast<std::size_t>(root)];
-  const std::string name = detail::shared_segment_name(root_node.pid, root_node.nonce, call);
   const bool is_root = s.rank == root;
-  const bool nothing =
-      plan.segment_bytes == 0 && plan.staging_bytes == 0 && sizes[static_cast<std::size_t>(root)] == 0;
-  if (nothing) return is_root ? std::vector<HostBuffer>(sizes.size()) : std::vector<HostBuffer>{};
+  if (plan.segment_bytes == 0) return is_root ? std::vector<HostBuffer>(sizes.size()) : std::vector<HostBuffer>{};
 
-  RootSide side{s, sizes, plan, what, {}, {}};
+  RootSide side{s, sizes, plan, what, {}};
   Outcome ready{s.comm, {}};
-  if (is_root) ready.run([&] { side.prepare(name); });
-  const std::string ready_step = "the root's preparation (HostBuffers, shared segment, staging)";
-  detail::exchange_outcomes(s, ready, what, "ready", ready_step);
+  if (is_root) ready.run([&] { side.prepare(); });
+  const std::string ready_step = "the root's preparation (shared segment, staging)";
+  const std::uint64_t id = detail::exchange_outcomes_with(s, ready, side.entry ? side.entry->id : 0, root, what,
+                                                          "ready", ready_step);
+  const std::string name = detail::segment_name(s, root, id);
 
   const auto me = static_cast<std::size_t>(s.rank);
   Outcome done{s.comm, {}};
-  try {
-    if (is_root) {
-      done.run([&] { side.queue(send); });
-    } else if (plan.route[me] == HostRoute::segment && bytes > 0) {
-      done.run([&] {
-        detail::copy_with_segment(s, name, plan.offset[me], bytes, send, nullptr, root, what);
-      });
-    } else if (plan.route[me] == HostRoute::network && bytes > 0) {
-      const cudaStream_t stream = s.stream.get();
-      done.run([&] {
-        detail::launch(s, stream, what, rank_text(root),
-                       [&] { return ncclSend(send, bytes, ncclUint8, root, s.comm.get(), stream); });
-      });
-    }
-    // Queued after this rank's copies: when the root has every rank's "done", every byte is in place.
-    detail::exchange_outcomes(s, done, what, "done", "writing a part");
-    if (is_root) side.collect();
-  } catch (...) {
-    detail::give_back_after_stream(s, side.out);
-    throw;
+  if (is_root) {
+    done.run([&] { side.queue(send); });
+  } else if (plan.route[me] == HostRoute::segment && bytes > 0) {
+    done.run([&] { detail::copy_with_segment(s, name, plan.offset[me], bytes, send, nullptr, root, what); });
+  } else if (plan.route[me] == HostRoute::network && bytes > 0) {
+    const cudaStream_t stream = s.stream.get();
+    done.run([&] {
+      detail::launch(s, stream, what, rank_text(root),
+                     [&] { return ncclSend(send, bytes, ncclUint8, root, s.comm.get(), stream); });
+    });
   }
+  // Queued after this rank's copies: when the root has every rank's "done", every byte is in place.
+  detail::exchange_outcomes(s, done, what, "done", "writing a part");
   s.last = detail::record_event(s.device, s.stream.get());
-  return is_root ? std::move(side.out) : std::vector<HostBuffer>{};
+  return is_root ? side.results() : std::vector<HostBuffer>{};
 }
 
 }  // namespace gpuxfer

@@ -1,6 +1,6 @@
 // What a Communicator holds: its place in the job, its device, the NCCL communicator, a stream of its own
 // for the blocking forms and the size exchange, the order of its operations, and what the host operations
-// keep between calls.
+// keep between calls (among them the shared segments they reuse).
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 
 #include "comm/host_gather_plan.hpp"
 #include "comm/nccl_comm.hpp"
+#include "comm/segment_arena.hpp"
 #include "runtime/event.hpp"
 #include "runtime/stream.hpp"
 
@@ -48,16 +49,24 @@ struct CommunicatorState {
   SharedEvent last;
 
   // The host operations (gather_to_host, broadcast_from_host; made on the first call): every rank's node
-  // record and its node's first rank, the count of their calls (part of the shared segments' names; every
-  // rank counts every call, so the ranks agree on it), the pool of pinned host memory, and
-  // gather_to_host's device staging on the root for other nodes' bytes.
+  // record and its node's first rank, the pool of pinned host memory, gather_to_host's device staging on
+  // the root for other nodes' bytes, the shared segments this rank created as a root (kept for later
+  // calls, and alive in gather_to_host's results) and its mappings of other roots' segments.
   std::optional<std::string> node_id;  ///< GPUXFER_NODE_ID, read at creation
   std::vector<NodeRecord> nodes;
   std::vector<int> node_leaders;
-  std::uint64_t host_calls = 0;
   std::unique_ptr<PinnedPool> pool;
   std::unique_ptr<std::byte, DeviceFree> staging;
   std::size_t staging_bytes = 0;
+  SegmentArena arena;
+  SegmentMappings mappings;
+
+  CommunicatorState() = default;
+  /// Waits for the stream (after a failure a copy into a segment may still be queued on it), then lets
+  /// go of the segments: the arena's entries that no result holds, and the mappings.
+  ~CommunicatorState();
+  CommunicatorState(const CommunicatorState&) = delete;
+  CommunicatorState& operator=(const CommunicatorState&) = delete;
 };
 
 }  // namespace gpuxfer::detail

@@ -123,17 +123,17 @@ HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes, std::span<
   HostGatherPlan plan;
   plan.route = host_routes(leaders, root, what);
   plan.offset.resize(sizes.size());
+  plan.staging_offset.resize(sizes.size());
   for (std::size_t r = 0; r < sizes.size(); ++r) {
     if (sizes[r] > std::numeric_limits<std::size_t>::max()) {
       throw Error(Errc::invalid_argument,
                   what + ": rank " + std::to_string(r) + "'s size does not fit in memory");
     }
     const auto bytes = static_cast<std::size_t>(sizes[r]);
-    if (plan.route[r] == HostRoute::segment) {
-      plan.offset[r] = plan.segment_bytes;
-      if (bytes > 0) plan.segment_bytes = round_up(add(plan.segment_bytes, bytes, what), page, what);
-    } else if (plan.route[r] == HostRoute::network) {
-      plan.offset[r] = plan.staging_bytes;
+    plan.offset[r] = plan.segment_bytes;
+    if (bytes > 0) plan.segment_bytes = round_up(add(plan.segment_bytes, bytes, what), page, what);
+    if (plan.route[r] == HostRoute::network) {
+      plan.staging_offset[r] = plan.staging_bytes;
       if (bytes > 0)
         plan.staging_bytes = round_up(add(plan.staging_bytes, bytes, what), staging_granule, what);
     }

@@ -64,15 +64,18 @@ enum class HostRoute {
 
 struct HostGatherPlan {
   std::vector<HostRoute> route;  ///< per rank
-  std::vector<std::size_t>
-      offset;  ///< per rank: in the segment (segment) or the staging (network); 0 for the root
-  std::size_t segment_bytes = 0;  ///< 0: no segment is needed (no rank of the root's node sends bytes)
+  /// Per rank: where its part lands in the root's segment, whatever its route (the root's results view
+  /// the segment); a rank without bytes takes no room there.
+  std::vector<std::size_t> offset;
+  /// Per rank: where a rank of another node (network) lands in the root's device staging; 0 for the others.
+  std::vector<std::size_t> staging_offset;
+  std::size_t segment_bytes = 0;  ///< 0: no rank sends bytes
   std::size_t staging_bytes = 0;  ///< 0: nothing goes over NCCL
 };
 
 /// The plan for ranks sending @p sizes (bytes per rank) to @p root, @p leaders as node_leaders gives them.
-/// Segment parts start on multiples of @p page (each rank page-locks only its own pages); staging parts
-/// are packed at multiples of 256 bytes.
+/// Every rank's part of the segment, in rank order, starts on a multiple of @p page (so that a HostBuffer
+/// viewing it starts on a page too); staging parts are packed at multiples of 256 bytes.
 /// @throws Error(Errc::invalid_argument) for a root out of range, mismatched spans, or sizes whose sum
 ///         does not fit in memory
 [[nodiscard]] HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes,

@@ -19,26 +19,6 @@
 namespace gpuxfer::detail {
 namespace {
 
-// Page-locks [ptr, ptr + bytes) (a mapping of a shared segment) for this rank's GPU's copy; undone after
-// the stream is idle (so that no copy still runs on it) on every path.
-class SegmentLock {
- public:
-  SegmentLock(void* ptr, std::size_t bytes, cudaStream_t stream, const std::string& where) : stream_(stream) {
-    GPUXFER_CUDA_TRY_CTX(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable), where);
-    ptr_ = ptr;
-  }
-  ~SegmentLock() {
-    (void)cudaStreamSynchronize(stream_);  // only this call's copy can be queued on it: bounded
-    (void)cudaHostUnregister(ptr_);
-  }
-  SegmentLock(const SegmentLock&) = delete;
-  SegmentLock& operator=(const SegmentLock&) = delete;
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
-
 std::atomic<std::uint64_t> communicators_in_process{0};
 
 // One per communicator: random (random_device), with a count of this process's communicators mixed in
@@ -90,10 +70,11 @@ void know_nodes(CommunicatorState& s, const std::string& what) {
                         std::to_string(s.node_leaders[static_cast<std::size_t>(s.rank)]));
 }
 
-void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
-                       const std::string& exchange, const std::string& step) {
-  const std::vector<std::uint64_t> pairs =
-      all_gather_pairs(s, mine.status(), mine.code(), what + " (" + exchange + ")");
+std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, std::uint64_t word, int from,
+                                     const std::string& what, const std::string& exchange,
+                                     const std::string& step) {
+  const std::vector<std::uint64_t> pairs = all_gather_pairs(s, mine.status(), mine.failure ? mine.code() : word,
+                                                            what + " (" + exchange + ")");
   if (mine.failure) throw *mine.failure;
   std::string failed;
   for (int r = 0; r < s.world_size; ++r) {
@@ -105,19 +86,33 @@ void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::str
     throw Error(Errc::comm_error, s.where + ": " + what + ": " + step + " failed on " + failed +
                                       "; that rank's own error says why");
   }
+  return pairs[2 * static_cast<std::size_t>(from) + 1];
+}
+
+void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
+                       const std::string& exchange, const std::string& step) {
+  (void)exchange_outcomes_with(s, mine, 0, s.rank, what, exchange, step);
+}
+
+std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id) {
+  const NodeRecord& node = s.nodes[static_cast<std::size_t>(root)];
+  return shared_segment_name(node.pid, node.nonce, id);
 }
 
 void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
                        const void* from_device, void* to_device, int root, const std::string& what) {
-  SharedSegment part = SharedSegment::open(name, offset, bytes);
   const std::string where = s.where + ": " + what + ": " + name + " from byte " + std::to_string(offset);
-  const SegmentLock lock(part.data(), bytes, s.stream.get(), where);
+  const RegisteredSegment& segment = s.mappings.get(name, s.device, s.stream.get(), where);
+  if (segment.size() < offset + bytes) {
+    throw Error(Errc::comm_error, where + ": the segment holds only " + std::to_string(segment.size()) +
+                                      " bytes, not " + std::to_string(offset + bytes) +
+                                      " (do the ranks agree on the sizes?)");
+  }
+  std::byte* part = segment.data() + offset;
   if (from_device != nullptr) {
-    GPUXFER_CUDA_TRY_CTX(
-        cudaMemcpyAsync(part.data(), from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()), where);
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part, from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()), where);
   } else {
-    GPUXFER_CUDA_TRY_CTX(
-        cudaMemcpyAsync(to_device, part.data(), bytes, cudaMemcpyHostToDevice, s.stream.get()), where);
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(to_device, part, bytes, cudaMemcpyHostToDevice, s.stream.get()), where);
   }
   s.comm.wait(*record_event(s.device, s.stream.get()), what, rank_text(root));
 }

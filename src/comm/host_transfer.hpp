@@ -1,6 +1,7 @@
 // What the Communicator's host operations (gather_to_host, broadcast_from_host) share: the pool of pinned
 // host memory, the ranks' node records (exchanged once), the outcome of one rank's step kept until the
-// ranks have told each other how theirs went, and a node rank's copy through the root's shared segment.
+// ranks have told each other how theirs went, and a node rank's copy through the root's shared segment
+// (its cached mapping).
 #pragma once
 
 #include <cstddef>
@@ -59,10 +60,19 @@ struct Outcome {
 void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
                        const std::string& exchange, const std::string& step);
 
+/// As exchange_outcomes, where a rank whose step went well sends @p word in place of the code (the root's
+/// "ready" carries the id of its shared segment that way): returns @p from's word to every rank.
+std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, std::uint64_t word, int from,
+                                     const std::string& what, const std::string& exchange,
+                                     const std::string& step);
+
+/// The name of @p root's shared segment @p id (from the root's node record).
+[[nodiscard]] std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id);
+
 /// A rank of the root's node: copies @p bytes from @p from_device into bytes [offset, offset + bytes) of the
 /// root's shared segment @p name, or (@p from_device null) from there into @p to_device (device memory of
-/// this rank's device), through a mapping of its own that it page-locks for the copy, and waits for it
-/// (bounded by the timeout). Unlocks and unmaps on every path.
+/// this rank's device), through this rank's cached mapping of the whole segment (mapped and page-locked on
+/// the first call that names it), and waits for it (bounded by the timeout).
 /// @throws Error(Errc::comm_error) when the segment is missing or short, or the wait fails;
 ///         Error(Errc::cuda_error / out_of_memory) for a failed CUDA call or mapping
 void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,

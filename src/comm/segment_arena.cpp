@@ -5,6 +5,8 @@
 #include <new>
 #include <utility>
 
+#include <gpuxfer/error.hpp>
+
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -116,7 +118,13 @@ const RegisteredSegment& SegmentMappings::get(const std::string& name, int devic
     (void)cudaStreamSynchronize(stream);  // only a failed call's copy can be queued on it: bounded
     mappings_.erase(oldest);
   }
-  auto segment = std::make_unique<RegisteredSegment>(SharedSegment::open(name), device, where);
+  SharedSegment whole;
+  try {
+    whole = SharedSegment::open(name);
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.message());  // the call, the ranks and the offset too
+  }
+  auto segment = std::make_unique<RegisteredSegment>(std::move(whole), device, where);
   mappings_.push_back({std::move(segment), ++clock_});
   return *mappings_.back().segment;
 }

@@ -93,7 +93,7 @@ TEST(HostGatherNodes, LeadersAreEachNodesFirstRank) {
   EXPECT_EQ(detail::node_leaders(std::vector<NodeRecord>{a}), (std::vector<int>{0}));
 }
 
-TEST(HostGatherPlan, RanksOfTheRootsNodeGoThroughPagesOfTheSegment) {
+TEST(HostGatherPlan, EveryRankWithBytesTakesPagesOfTheSegmentInRankOrder) {
   const std::size_t page = 4096;
   // Ranks 0 to 2 on node 0, ranks 3 and 4 on node 3; the root is rank 1.
   const std::vector<std::uint64_t> sizes{5000, 10, 0, 300, 7};
@@ -101,22 +101,30 @@ TEST(HostGatherPlan, RanksOfTheRootsNodeGoThroughPagesOfTheSegment) {
   const auto plan = detail::plan_host_gather(sizes, leaders, 1, page);
   EXPECT_EQ(plan.route, (std::vector<HostRoute>{HostRoute::segment, HostRoute::root, HostRoute::segment,
                                                 HostRoute::network, HostRoute::network}));
-  EXPECT_EQ(plan.offset[0], 0u);
-  EXPECT_EQ(plan.offset[2], 2 * page);  // after rank 0's two pages; it sends nothing, so takes none
-  EXPECT_EQ(plan.segment_bytes, 2 * page);
-  EXPECT_EQ(plan.offset[3], 0u);
-  EXPECT_EQ(plan.offset[4], 512u);  // 300 bytes rounded to the staging's 256-byte granule
+  // The root's results view the segment: the root's part and other nodes' parts have pages there too.
+  EXPECT_EQ(plan.offset, (std::vector<std::size_t>{0, 2 * page, 3 * page, 3 * page, 4 * page}))
+      << "rank 0 takes two pages; rank 2 sends nothing, so takes none";
+  EXPECT_EQ(plan.segment_bytes, 5 * page);
+  // Other nodes' parts land in the device staging first, packed at 256 bytes.
+  EXPECT_EQ(plan.staging_offset, (std::vector<std::size_t>{0, 0, 0, 0, 512}))
+      << "300 bytes rounded to the staging's 256-byte granule";
   EXPECT_EQ(plan.staging_bytes, 768u);
 }
 
-TEST(HostGatherPlan, NoSegmentWhenTheRootsNodeSendsNothing) {
+TEST(HostGatherPlan, NoStagingWithoutOtherNodesAndNoSegmentWithoutBytes) {
+  const std::size_t page = 4096;
   const std::vector<std::uint64_t> sizes{0, 9, 0, 4};
-  const auto plan = detail::plan_host_gather(sizes, std::vector<int>{0, 0, 2, 2}, 1, 4096);
-  EXPECT_EQ(plan.segment_bytes, 0u);
+  const auto plan = detail::plan_host_gather(sizes, std::vector<int>{0, 0, 2, 2}, 1, page);
+  EXPECT_EQ(plan.offset, (std::vector<std::size_t>{0, 0, page, page}));
+  EXPECT_EQ(plan.segment_bytes, 2 * page);
   EXPECT_EQ(plan.staging_bytes, 256u);
-  const auto one = detail::plan_host_gather(std::vector<std::uint64_t>{42}, std::vector<int>{0}, 0, 4096);
+  const auto one = detail::plan_host_gather(std::vector<std::uint64_t>{42}, std::vector<int>{0}, 0, page);
   EXPECT_EQ(one.route, (std::vector<HostRoute>{HostRoute::root}));
-  EXPECT_EQ(one.segment_bytes + one.staging_bytes, 0u);
+  EXPECT_EQ(one.segment_bytes, page) << "the root alone still gathers into a segment";
+  EXPECT_EQ(one.staging_bytes, 0u);
+  const auto none =
+      detail::plan_host_gather(std::vector<std::uint64_t>{0, 0, 0}, std::vector<int>{0, 0, 2}, 0, page);
+  EXPECT_EQ(none.segment_bytes + none.staging_bytes, 0u);
 }
 
 TEST(HostGatherPlan, RefusesABadRootMismatchedSpansAndSizesThatDoNotFit) {

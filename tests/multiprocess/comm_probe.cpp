@@ -2,8 +2,11 @@
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
 //                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them;
 //                    broadcast_from_host from pageable and pinned host memory, and a recv too small refused
-//                    on every rank), every byte compared; prints
-//                    "rank R of N: C checks passed" and exits 0, else prints the first mismatch and exits 1
+//                    on every rank), every byte compared; gather_to_host's reused segments (results of two
+//                    calls alive at once apart, a later call's in the same memory once they are dropped,
+//                    results still right after the communicator is gone, no /dev/shm segment left after
+//                    them); prints "rank R of N: no shared segment left" and "rank R of N: C checks
+//                    passed" and exits 0, else prints the first mismatch and exits 1
 //   ops separate-nodes
 //                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
 //                    and broadcast_from_host take the path between nodes (NCCL with the root's GPU) instead
@@ -15,8 +18,12 @@
 #include <optional>
 #include <span>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -35,6 +42,8 @@ using gpuxfer::Communicator;
 using gpuxfer::testing::DeviceMemory;
 using gpuxfer::testing::cuda_check;
 constexpr std::byte poison{0xA5};
+
+std::uint64_t seed_of(int rank, std::size_t bytes) { return gpuxfer::pattern::seed_for(bytes + 17, rank); }
 
 struct Checker {
   Communicator& comm;
@@ -66,7 +75,7 @@ struct Checker {
       if (got[i] != poison && first_failure.empty()) first_failure = what + ": wrote past the end";
     }
   }
-  std::uint64_t seed(int rank, std::size_t bytes) const { return gpuxfer::pattern::seed_for(bytes + 17, rank); }
+  std::uint64_t seed(int rank, std::size_t bytes) const { return seed_of(rank, bytes); }
 
   void broadcast(std::size_t bytes, int root, bool async, cudaStream_t stream) {
     const std::string what = "broadcast " + std::to_string(bytes) + " from " + std::to_string(root);
@@ -139,6 +148,72 @@ struct Checker {
       const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + 1);
       if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
     }
+  }
+
+  // Every rank's part of a gather_to_host to @p root of @p bytes a rank, rank r's pattern
+  // seed(r, bytes) + @p salt (the send filled with a blocking copy just before).
+  std::vector<gpuxfer::HostBuffer> gather_salted(std::size_t bytes, int root, std::uint64_t salt) {
+    DeviceMemory send(comm.device(), bytes);
+    std::vector<std::byte> host(bytes);
+    gpuxfer::pattern::fill_host(host, seed(comm.rank(), bytes) + salt);
+    cuda_check(cudaMemcpy(send.get(), host.data(), bytes, cudaMemcpyHostToDevice), "fill");
+    return comm.gather_to_host(send.get(), bytes, root);
+  }
+  // On the root: @p out holds every rank's bytes of gather_salted(bytes, root, salt).
+  void expect_salted(const std::vector<gpuxfer::HostBuffer>& out, std::size_t bytes, int root, std::uint64_t salt,
+                     const std::string& what) {
+    if (comm.rank() != root) return;
+    ++checks;
+    if (out.size() != static_cast<std::size_t>(comm.world_size())) {
+      if (first_failure.empty()) first_failure = what + ": " + std::to_string(out.size()) + " buffers";
+      return;
+    }
+    for (int r = 0; r < comm.world_size(); ++r) {
+      const std::string part = what + ", rank " + std::to_string(r) + "'s buffer";
+      const bool sized = out[r].size() == bytes;
+      if (!sized && first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
+      if (!sized) continue;
+      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, bytes) + salt);
+      if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
+    }
+  }
+
+  // gather_to_host's results are views of the root's reused shared segments: two calls whose results are
+  // both alive hold memory apart (each call's bytes right after the other call), and once both are
+  // dropped a third call's results lie where one of theirs did. Returns the third call's results (to be
+  // checked again after the communicator is gone, see run_ops).
+  std::vector<gpuxfer::HostBuffer> gather_to_host_reuse(int root) {
+    const std::size_t bytes = (1 << 20) + 7;
+    const std::string what = "gather_to_host to " + std::to_string(root) + " while results are alive";
+    std::vector<gpuxfer::HostBuffer> first = gather_salted(bytes, root, 10);
+    std::vector<gpuxfer::HostBuffer> second = gather_salted(bytes, root, 11);
+    expect_salted(first, bytes, root, 10, what + " (the first call, after the second)");
+    expect_salted(second, bytes, root, 11, what + " (the second call)");
+    const std::byte* first_memory = nullptr;
+    const std::byte* second_memory = nullptr;
+    if (comm.rank() == root && first_failure.empty()) {
+      ++checks;
+      for (const auto& a : first) {
+        for (const auto& b : second) {
+          const bool apart = a.data() + a.size() <= b.data() || b.data() + b.size() <= a.data();
+          if (!apart && first_failure.empty()) first_failure = what + ": the two calls' results overlap";
+        }
+      }
+      first_memory = first[static_cast<std::size_t>(root)].data();
+      second_memory = second[static_cast<std::size_t>(root)].data();
+    }
+    first.clear();
+    second.clear();
+    std::vector<gpuxfer::HostBuffer> third = gather_salted(bytes, root, 12);
+    expect_salted(third, bytes, root, 12, what + " (a third call, after dropping both)");
+    if (comm.rank() == root && first_failure.empty()) {
+      ++checks;
+      const std::byte* memory = third[static_cast<std::size_t>(root)].data();
+      if (memory != first_memory && memory != second_memory)
+        first_failure = "gather_to_host to " + std::to_string(root) +
+                        ": after dropping the results, a later call's results are not in the same memory";
+    }
+    return third;
   }
 
   // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
@@ -225,38 +300,81 @@ struct Checker {
   }
 };
 
+// This process's shared segments in /dev/shm ("gpuxfer-<pid>-..."): a root creates them, names them
+// after its pid, and must unlink every one once its communicator and the results are gone.
+int segments_left() {
+  const std::string prefix = "gpuxfer-" + std::to_string(::getpid()) + "-";
+  int left = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) ++left;
+  }
+  return left;
+}
+
 int run_ops(bool separate_nodes) {
   if (separate_nodes) {
     const std::string id = "comm-probe-rank-" + std::to_string(gpuxfer::detail::launch_env_from_process().rank);
     ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
   }
-  Communicator comm = Communicator::from_environment();
-  gpuxfer::testing::Stream stream(comm.device());
-  Checker check{comm, 0, {}};
-  for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
-    for (const bool async : {true, false}) {
-      for (int a = 0; a < comm.world_size(); ++a) {
-        check.broadcast(bytes, a, async, stream.get());
-        check.gather(bytes, true, a, async, stream.get());
-        check.gather(bytes, false, a, async, stream.get());
-        if (async) {
-          check.gather_to_host(bytes, true, a);
-          check.gather_to_host(bytes, false, a);
-          check.broadcast_from_host(bytes, a, false);
-          check.broadcast_from_host(bytes, a, true);
+  std::optional<Communicator> comm(Communicator::from_environment());
+  const int rank = comm->rank();
+  const int world = comm->world_size();
+  Checker check{*comm, 0, {}};
+  // Results of the last gather to each root, kept past the communicator.
+  std::vector<std::vector<gpuxfer::HostBuffer>> kept;
+  {
+    gpuxfer::testing::Stream stream(comm->device());
+    for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
+      for (const bool async : {true, false}) {
+        for (int a = 0; a < world; ++a) {
+          check.broadcast(bytes, a, async, stream.get());
+          check.gather(bytes, true, a, async, stream.get());
+          check.gather(bytes, false, a, async, stream.get());
+          if (async) {
+            check.gather_to_host(bytes, true, a);
+            check.gather_to_host(bytes, false, a);
+            check.broadcast_from_host(bytes, a, false);
+            check.broadcast_from_host(bytes, a, true);
+          }
+          for (int b = 0; b < world; ++b) check.copy(bytes, a, b, async, stream.get());
         }
-        for (int b = 0; b < comm.world_size(); ++b) check.copy(bytes, a, b, async, stream.get());
+        check.all_gather(bytes, async, stream.get());
       }
-      check.all_gather(bytes, async, stream.get());
+    }
+    for (int a = 0; a < world; ++a) kept.push_back(check.gather_to_host_reuse(a));
+    check.broadcast_from_host_refused(world - 1);
+    check.broadcast(4099, 0, false, stream.get());  // still usable after the refusal
+  }
+  // The communicator goes first: its results still hold their bytes, and once they go too, no segment
+  // of this process is left.
+  int checks = check.checks;
+  std::string failure = check.first_failure;
+  comm.reset();
+  const auto& mine = kept[static_cast<std::size_t>(rank)];  // the results this rank got as the root
+  if (mine.size() == static_cast<std::size_t>(world)) {
+    const std::size_t bytes = (1 << 20) + 7;
+    ++checks;
+    for (int r = 0; r < world; ++r) {
+      const auto& buffer = mine[static_cast<std::size_t>(r)];
+      const std::size_t wrong = buffer.size() != bytes
+                                    ? bytes
+                                    : gpuxfer::pattern::count_mismatches_host(buffer.span(), seed_of(r, bytes) + 12);
+      if (wrong != 0 && failure.empty())
+        failure = "gather_to_host's results after the communicator is gone: " + std::to_string(wrong) +
+                  " wrong bytes in rank " + std::to_string(r) + "'s";
     }
   }
-  check.broadcast_from_host_refused(comm.world_size() - 1);
-  check.broadcast(4099, 0, false, stream.get());  // still usable after the refusal
-  if (!check.first_failure.empty()) {
-    std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), check.first_failure.c_str());
+  kept.clear();
+  ++checks;
+  const int left = segments_left();
+  if (left != 0 && failure.empty()) failure = std::to_string(left) + " shared segment(s) of this process left in /dev/shm";
+  if (!failure.empty()) {
+    std::printf("rank %d of %d: FAILED: %s\n", rank, world, failure.c_str());
     return 1;
   }
-  std::printf("rank %d of %d: %d checks passed\n", comm.rank(), comm.world_size(), check.checks);
+  std::printf("rank %d of %d: no shared segment left\n", rank, world);
+  std::printf("rank %d of %d: %d checks passed\n", rank, world, checks);
   return 0;
 }
 

@@ -37,6 +37,8 @@ TEST(CommunicatorGpu, AWorldOfOneRunsEveryOperation) {
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(has(run, "[0] rank 0 of 1: ")) << run.output;
   EXPECT_TRUE(has(run, " checks passed")) << run.output;
+  // gather_to_host's results reused the root's segment once dropped, and none is left after them.
+  EXPECT_TRUE(has(run, "[0] rank 0 of 1: no shared segment left")) << run.output;
 }
 
 TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
@@ -46,6 +48,8 @@ TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
   EXPECT_TRUE(has(run, "[0] rank 0 of 2: ")) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
+  EXPECT_TRUE(has(run, "[0] rank 0 of 2: no shared segment left")) << run.output;
+  EXPECT_TRUE(has(run, "[1] rank 1 of 2: no shared segment left")) << run.output;
   // One node: gather_to_host's and broadcast_from_host's rank 1 go through the shared segment.
   EXPECT_TRUE(has(run, "rank 1 of 2 (device 1): on node '")) << run.output;
   EXPECT_TRUE(has(run, "', with the node of rank 0")) << run.output;

@@ -31,7 +31,8 @@ Stats gather_to_host(RankBench& b, std::size_t size) {
   auto results = std::make_shared<std::vector<HostBuffer>>();
   return b.measure({.prepare =
                         [&b, results, size](bool verify) {
-                          results->clear();  // back to the pool before the next call takes from it
+                          // Dropped before the next call, so that it reuses their shared segment.
+                          results->clear();
                           if (verify) b.fill(b.src(), size, RankBench::seed(size, b.rank()));
                           b.synchronize();
                         },
@@ -44,8 +45,8 @@ Stats gather_to_host(RankBench& b, std::size_t size) {
                             const std::span<std::byte> part = (*results)[r].span();
                             wrong +=
                                 part.size() == size ? b.check_host(part, RankBench::seed(size, r)) : size;
-                            // Back to the pool poisoned: a later gather that fails to write a block is not
-                            // hidden.
+                            // Left poisoned for the next call, which reuses this memory: a later gather that
+                            // fails to write a part is not hidden.
                             parallel_poison(b.threads(), part);
                           }
                           return wrong;

@@ -50,9 +50,9 @@ struct RootSide {
   }
 
   void prepare() {
-    // The root's own copy reads page-locked memory: the segment (page-locked once, in the arena), the caller's
-    // data when all of it is page-locked, else pinned memory of the pool. A copy from pageable memory would
-    // synchronise the stream on the host, a wait no timeout bounds.
+    // The root's own copy reads page-locked memory: the segment (page-locked once, in the arena), the
+    // caller's data when all of it is page-locked, else pinned memory of the pool. A copy from pageable
+    // memory would synchronise the stream on the host, a wait no timeout bounds.
     const std::byte* source = data.data();
     if (plan.segment_bytes > 0) {
       const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];

@@ -118,14 +118,16 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   for (std::size_t r = 0; r < sizes.size(); ++r) sizes[r] = pairs[2 * r];
   const HostGatherPlan plan = detail::plan_host_gather(sizes, s.node_leaders, root, detail::page_size());
   const bool is_root = s.rank == root;
-  if (plan.segment_bytes == 0) return is_root ? std::vector<HostBuffer>(sizes.size()) : std::vector<HostBuffer>{};
+  if (plan.segment_bytes == 0) {  // nobody sends a byte
+    return is_root ? std::vector<HostBuffer>(sizes.size()) : std::vector<HostBuffer>{};
+  }
 
   RootSide side{s, sizes, plan, what, {}};
   Outcome ready{s.comm, {}};
   if (is_root) ready.run([&] { side.prepare(); });
   const std::string ready_step = "the root's preparation (shared segment, staging)";
-  const std::uint64_t id = detail::exchange_outcomes_with(s, ready, side.entry ? side.entry->id : 0, root, what,
-                                                          "ready", ready_step);
+  const std::uint64_t id = detail::exchange_outcomes_with(s, ready, side.entry ? side.entry->id : 0, root,
+                                                          what, "ready", ready_step);
   const std::string name = detail::segment_name(s, root, id);
 
   const auto me = static_cast<std::size_t>(s.rank);

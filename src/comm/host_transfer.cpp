@@ -73,8 +73,9 @@ void know_nodes(CommunicatorState& s, const std::string& what) {
 std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, std::uint64_t word, int from,
                                      const std::string& what, const std::string& exchange,
                                      const std::string& step) {
-  const std::vector<std::uint64_t> pairs = all_gather_pairs(s, mine.status(), mine.failure ? mine.code() : word,
-                                                            what + " (" + exchange + ")");
+  const std::uint64_t second = mine.failure ? mine.code() : word;
+  const std::vector<std::uint64_t> pairs =
+      all_gather_pairs(s, mine.status(), second, what + " (" + exchange + ")");
   if (mine.failure) throw *mine.failure;
   std::string failed;
   for (int r = 0; r < s.world_size; ++r) {
@@ -109,10 +110,11 @@ void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_
                                       " (do the ranks agree on the sizes?)");
   }
   std::byte* part = segment.data() + offset;
+  const cudaStream_t stream = s.stream.get();
   if (from_device != nullptr) {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part, from_device, bytes, cudaMemcpyDeviceToHost, s.stream.get()), where);
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part, from_device, bytes, cudaMemcpyDeviceToHost, stream), where);
   } else {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(to_device, part, bytes, cudaMemcpyHostToDevice, s.stream.get()), where);
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(to_device, part, bytes, cudaMemcpyHostToDevice, stream), where);
   }
   s.comm.wait(*record_event(s.device, s.stream.get()), what, rank_text(root));
 }

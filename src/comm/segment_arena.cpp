@@ -75,7 +75,8 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
                                                   int device, const std::string& where) {
   std::vector<ArenaSlot> slots;
   slots.reserve(entries_.size());
-  for (const auto& entry : entries_) slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
+  for (const auto& entry : entries_)
+    slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
   const ArenaChoice choice = choose_segment(slots, bytes, cached);
   std::shared_ptr<ArenaEntry> chosen;
   if (choice.reuse) chosen = entries_[*choice.reuse];
@@ -86,7 +87,8 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
   if (!chosen) {
     const std::uint64_t id = next_id_++;
     const std::string name = shared_segment_name(pid, nonce, id);
-    chosen = std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device, where);
+    chosen =
+        std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device, where);
     entries_.push_back(chosen);
   }
   chosen->after.reset();
@@ -112,9 +114,9 @@ const RegisteredSegment& SegmentMappings::get(const std::string& name, int devic
     return *mapping.segment;
   }
   if (mappings_.size() >= cached) {
-    const auto oldest = std::min_element(mappings_.begin(), mappings_.end(), [](const Mapping& a, const Mapping& b) {
-      return a.last_used < b.last_used;
-    });
+    const auto oldest =
+        std::min_element(mappings_.begin(), mappings_.end(),
+                         [](const Mapping& a, const Mapping& b) { return a.last_used < b.last_used; });
     (void)cudaStreamSynchronize(stream);  // only a failed call's copy can be queued on it: bounded
     mappings_.erase(oldest);
   }

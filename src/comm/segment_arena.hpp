@@ -69,7 +69,8 @@ struct ArenaChoice {
 /// the least recently used), else a new entry; and the free slots (never the one reused) to release so
 /// that no more than @p cached entries remain, the new one counted, least recently used first. Busy slots
 /// are never released, so more than @p cached may remain while results hold them.
-[[nodiscard]] ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes, std::size_t cached);
+[[nodiscard]] ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes,
+                                         std::size_t cached);
 
 /// The root's segments (gather_to_host's results, broadcast_from_host's bytes), in one process.
 class SegmentArena {

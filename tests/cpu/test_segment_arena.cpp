@@ -60,8 +60,8 @@ TEST(SegmentArena, NeverReleasesBusyEntriesNorTheOneReused) {
   EXPECT_FALSE(over.reuse);
   EXPECT_TRUE(over.evict.empty()) << "more than the cap remain while results hold them";
   // Reusing one of five (four free) keeps five entries: two free ones go, never the reused one.
-  const std::vector<ArenaSlot> five{{4096, true, 1}, {4096, true, 2}, {8192, true, 3}, {4096, false, 4},
-                                    {16384, true, 5}};
+  const std::vector<ArenaSlot> five{
+      {4096, true, 1}, {4096, true, 2}, {8192, true, 3}, {4096, false, 4}, {16384, true, 5}};
   const auto reuse = choose_segment(five, 5000, 3);
   ASSERT_TRUE(reuse.reuse);
   EXPECT_EQ(*reuse.reuse, 2u);

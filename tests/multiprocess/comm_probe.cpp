@@ -160,8 +160,8 @@ struct Checker {
     return comm.gather_to_host(send.get(), bytes, root);
   }
   // On the root: @p out holds every rank's bytes of gather_salted(bytes, root, salt).
-  void expect_salted(const std::vector<gpuxfer::HostBuffer>& out, std::size_t bytes, int root, std::uint64_t salt,
-                     const std::string& what) {
+  void expect_salted(const std::vector<gpuxfer::HostBuffer>& out, std::size_t bytes, int root,
+                     std::uint64_t salt, const std::string& what) {
     if (comm.rank() != root) return;
     ++checks;
     if (out.size() != static_cast<std::size_t>(comm.world_size())) {
@@ -170,11 +170,12 @@ struct Checker {
     }
     for (int r = 0; r < comm.world_size(); ++r) {
       const std::string part = what + ", rank " + std::to_string(r) + "'s buffer";
-      const bool sized = out[r].size() == bytes;
-      if (!sized && first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
-      if (!sized) continue;
-      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, bytes) + salt);
-      if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
+      const std::uint64_t pattern = seed(r, bytes) + salt;
+      const std::size_t wrong =
+          out[r].size() != bytes ? bytes : gpuxfer::pattern::count_mismatches_host(out[r].span(), pattern);
+      if (wrong != 0 && first_failure.empty())
+        first_failure = part + ": " + std::to_string(out[r].size()) + " bytes, " + std::to_string(wrong) +
+                        " wrong";
     }
   }
 
@@ -325,7 +326,8 @@ int run_ops(bool separate_nodes) {
   std::vector<std::vector<gpuxfer::HostBuffer>> kept;
   {
     gpuxfer::testing::Stream stream(comm->device());
-    for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
+    for (const std::size_t bytes :
+         {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
       for (const bool async : {true, false}) {
         for (int a = 0; a < world; ++a) {
           check.broadcast(bytes, a, async, stream.get());
@@ -357,9 +359,9 @@ int run_ops(bool separate_nodes) {
     ++checks;
     for (int r = 0; r < world; ++r) {
       const auto& buffer = mine[static_cast<std::size_t>(r)];
-      const std::size_t wrong = buffer.size() != bytes
-                                    ? bytes
-                                    : gpuxfer::pattern::count_mismatches_host(buffer.span(), seed_of(r, bytes) + 12);
+      const std::uint64_t pattern = seed_of(r, bytes) + 12;
+      const std::size_t wrong =
+          buffer.size() != bytes ? bytes : gpuxfer::pattern::count_mismatches_host(buffer.span(), pattern);
       if (wrong != 0 && failure.empty())
         failure = "gather_to_host's results after the communicator is gone: " + std::to_string(wrong) +
                   " wrong bytes in rank " + std::to_string(r) + "'s";
@@ -368,7 +370,8 @@ int run_ops(bool separate_nodes) {
   kept.clear();
   ++checks;
   const int left = segments_left();
-  if (left != 0 && failure.empty()) failure = std::to_string(left) + " shared segment(s) of this process left in /dev/shm";
+  if (left != 0 && failure.empty())
+    failure = std::to_string(left) + " shared segment(s) of this process left in /dev/shm";
   if (!failure.empty()) {
     std::printf("rank %d of %d: FAILED: %s\n", rank, world, failure.c_str());
     return 1;

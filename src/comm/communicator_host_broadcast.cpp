@@ -8,7 +8,6 @@
 // every rank throw instead of wait.
 #include <gpuxfer/communicator.hpp>
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,11 +56,11 @@ struct RootSide {
     if (plan.segment_bytes > 0) {
       const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
       entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
-      std::memcpy(entry->segment.data(), data.data(), data.size());
+      detail::host_copy_of(s).copy(entry->segment.data(), data.data(), data.size());
       source = entry->segment.data();
     } else if (!detail::is_pinned_range(data.data(), data.size())) {
       staged = detail::pool_of(s).acquire(data.size());
-      std::memcpy(staged.data(), data.data(), data.size());
+      detail::host_copy_of(s).copy(staged.data(), data.data(), data.size());
       source = staged.data();
     }
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, s.stream.get()),

@@ -18,6 +18,7 @@
 #include "comm/host_gather_plan.hpp"
 #include "comm/nccl_comm.hpp"
 #include "comm/segment_arena.hpp"
+#include "memory/host_copy_workers.hpp"
 #include "runtime/event.hpp"
 #include "runtime/stream.hpp"
 
@@ -56,6 +57,7 @@ struct CommunicatorState {
   std::vector<NodeRecord> nodes;
   std::vector<int> node_leaders;
   std::unique_ptr<PinnedPool> pool;
+  std::unique_ptr<HostCopyWorkers> host_copy;  ///< the root's copies of its host bytes, split over threads
   std::unique_ptr<std::byte, DeviceFree> staging;
   std::size_t staging_bytes = 0;
   SegmentArena arena;

@@ -9,6 +9,7 @@
 #include <nccl.h>
 
 #include <gpuxfer/host_buffer.hpp>
+#include <gpuxfer/options.hpp>
 
 #include "comm/comm_launch.hpp"
 #include "comm/host_gather_plan.hpp"
@@ -37,6 +38,11 @@ PinnedPool& pool_of(CommunicatorState& s) {
     PoolState::of(*s.pool).device = s.device;
   }
   return *s.pool;
+}
+
+HostCopyWorkers& host_copy_of(CommunicatorState& s) {
+  if (!s.host_copy) s.host_copy = std::make_unique<HostCopyWorkers>(default_host_threads());
+  return *s.host_copy;
 }
 
 void know_nodes(CommunicatorState& s, const std::string& what) {

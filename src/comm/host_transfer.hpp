@@ -27,6 +27,9 @@ inline std::string rank_text(int rank) { return "rank " + std::to_string(rank); 
 /// The communicator's pool of pinned host memory, made on first use (no limit of its own: its buffers
 /// may be the caller's, held as long as it likes).
 PinnedPool& pool_of(CommunicatorState& s);
+/// The communicator's host copy threads (default_host_threads() of them), made on first use: the root's
+/// copy of its bytes into pinned or shared memory runs at the host's memory speed, not one thread's.
+HostCopyWorkers& host_copy_of(CommunicatorState& s);
 
 /// The ranks' node records and node leaders, exchanged once (an ncclAllGather of 256 bytes a rank) on the
 /// first host operation; @p what names that operation in messages.

@@ -244,6 +244,19 @@ if ((run_default)); then
     fi
     while IFS= read -r line; do summary+=("  $line"); done < <(
       sed -n "/^$marker\$/,\$p" "$logs/bench.log" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$')
+    if ((ngpus >= 2)); then
+      # The path between nodes on this host (issue 11's forced network path, informational): NCCL's socket
+      # transport only, and each rank a node of its own, so that the host operations take NCCL too.
+      section "bench --ranks over the network path (short, $ngpus ranks)"
+      marker="=== NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo gpuxfer launch -n $ngpus --node-per-rank gpuxfer-bench --ranks --short"
+      { printf '\n%s\n' "$marker"; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout 300 \
+        "$gpuxfer" launch -n "$ngpus" --node-per-rank "$bench" --ranks --short; } >>"$logs/bench.log" 2>&1
+      network_rc=$?
+      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 20
+      summary+=("bench --ranks, network path: exit code $network_rc (informational; bench.log):")
+      while IFS= read -r line; do summary+=("  $line"); done < <(
+        sed -n "/^$marker\$/,\$p" "$logs/bench.log" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$')
+    fi
     if ((ngpus >= 2)) && command -v torchrun >/dev/null; then
       section "torch.distributed baseline (short, $ngpus ranks)"
       marker="=== torchrun --nproc-per-node $ngpus torch_distributed_baseline.py --short"

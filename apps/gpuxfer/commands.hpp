@@ -45,6 +45,9 @@ struct LaunchArgs {
   int ranks = 0;             ///< processes to start (-n)
   bool ranks_given = false;  ///< -n was given; else one per visible GPU
   double grace_seconds = 5;  ///< between SIGTERM and SIGKILL when the ranks are stopped
+  /// Each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations then take the path
+  /// between nodes (NCCL) on one host.
+  bool node_per_rank = false;
   std::vector<std::string> command;  ///< the program and its arguments (a leading "--" is dropped)
 };
 

@@ -1,5 +1,6 @@
 // `gpuxfer launch -n N [--] program args...`: N processes of one job on this host, each with GPUXFER_RANK,
-// GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE and GPUXFER_INIT (a TCP rendezvous on a free local port) set,
+// GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE and GPUXFER_INIT (a TCP rendezvous on a free local port) set
+// (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
 // SIGINT, SIGTERM and SIGHUP are passed on to every rank.
@@ -65,11 +66,13 @@ int visible_gpus() {
   return count;
 }
 
-// The environment of one rank: ours, with the four variables of the job replacing any we had.
-std::vector<std::string> rank_environment(int rank, int world, int port) {
-  const std::vector<std::string> job{
+// The environment of one rank: ours, with the four variables of the job replacing any we had (and
+// GPUXFER_NODE_ID, with @p node_per_rank).
+std::vector<std::string> rank_environment(int rank, int world, int port, bool node_per_rank) {
+  std::vector<std::string> job{
       "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
       "GPUXFER_WORLD_SIZE=" + std::to_string(world), "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(port)};
+  if (node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
   std::vector<std::string> out;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
@@ -89,13 +92,13 @@ std::vector<char*> pointers(std::vector<std::string>& texts) {
   return out;
 }
 
-void start(Rank& rank, int world, int port, std::vector<std::string> command) {
+void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command) {
   int out[2];
   int err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
   }
-  std::vector<std::string> environment = rank_environment(rank.index, world, port);
+  std::vector<std::string> environment = rank_environment(rank.index, world, port, node_per_rank);
   const std::vector<char*> argv = pointers(command);
   const std::vector<char*> envp = pointers(environment);
   const pid_t pid = fork();
@@ -275,7 +278,7 @@ int run_launch(const LaunchArgs& args) {
   ranks.reserve(static_cast<std::size_t>(world));
   for (int i = 0; i < world; ++i) ranks.emplace_back(i);
   try {
-    for (Rank& rank : ranks) start(rank, world, port, command);
+    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command);
   } catch (...) {
     signal_all(ranks, SIGKILL);
     for (Rank& rank : ranks) {

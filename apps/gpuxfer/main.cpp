@@ -75,6 +75,9 @@ int dispatch(int argc, char** argv) {
   launch_cmd
       ->add_option("--grace", launch.grace_seconds, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
+  launch_cmd->add_flag("--node-per-rank", launch.node_per_rank,
+                       "Give each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations take the "
+                       "path between nodes, over NCCL, on this one host");
   launch_cmd->prefix_command();  // everything from the program on is the program's
 
   try {

@@ -31,7 +31,7 @@ TEST(GpuxferLaunch, PrefixesEveryLineAndSetsTheEnvironment) {
   for (int rank = 0; rank < 3; ++rank) {
     const std::string r = std::to_string(rank);
     const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " local=" + r +
-                          " world=3 init=tcp://127\\.0\\.0\\.1:([0-9]+) cuda=5,6\n");
+                          " world=3 init=tcp://127\\.0\\.0\\.1:([0-9]+) cuda=5,6 node=<unset>\n");
     std::smatch match;
     ASSERT_TRUE(std::regex_search(run.output, match, line)) << "rank " << rank << ":\n" << run.output;
     ports.insert(match[2]);
@@ -39,6 +39,17 @@ TEST(GpuxferLaunch, PrefixesEveryLineAndSetsTheEnvironment) {
     EXPECT_TRUE(has(run, "[" + r + "] no newline at the end\n")) << run.output;
   }
   EXPECT_EQ(ports.size(), 1U) << "the ranks were given different rendezvous ports:\n" << run.output;
+}
+
+// --node-per-rank: each rank's GPUXFER_NODE_ID is its own (one from the caller's environment replaced).
+TEST(GpuxferLaunch, NodePerRankGivesEachRankANodeId) {
+  const LaunchRun run = launch("-n 2 --node-per-rank -- " + probe + " print", "GPUXFER_NODE_ID=shared");
+  ASSERT_EQ(run.code, 0) << run.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " .* node=rank" + r + "\n");
+    EXPECT_TRUE(std::regex_search(run.output, line)) << "rank " << rank << ":\n" << run.output;
+  }
 }
 
 TEST(GpuxferLaunch, RanksItStartsMeetOverTcp) {

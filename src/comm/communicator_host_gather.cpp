@@ -8,8 +8,10 @@
 // written, or why not), so that a failure on one rank makes every rank throw instead of wait.
 #include <gpuxfer/communicator.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nccl.h>
@@ -70,23 +72,60 @@ struct RootSide {
                            s.where + ": " + what + ": its own part");
     }
     if (plan.staging_bytes == 0) return;
-    detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
+    if (s.down.get() == nullptr) s.down = detail::Stream(s.device);
+    const cudaStream_t down = s.down.get();
+    // Whatever happens below, the communicator's stream ends after the copies down: the "done" exchange
+    // and the release of the segment after a failure wait for them there.
+    struct Join {
+      detail::CommunicatorState& s;
+      ~Join() {
+        try {
+          detail::stream_wait(s.stream.get(), detail::record_event(s.device, s.down.get()));
+        } catch (...) {
+          (void)cudaStreamSynchronize(s.down.get());
+        }
+      }
+    } join{s};
+    // Piece k of every other node's part: NCCL receives it into the staging on this stream, then the
+    // down stream copies it to the segment while NCCL receives piece k + 1 (network_piece on both ends).
+    std::size_t pieces = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (plan.route[i] == HostRoute::network && sizes[i] > 0) {
+        const std::size_t piece = detail::network_piece(sizes[i]);
+        pieces = std::max<std::size_t>(pieces, (static_cast<std::size_t>(sizes[i]) + piece - 1) / piece);
+      }
+    }
+    for (std::size_t k = 0; k < pieces; ++k) {
+      detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
+        for (int r = 0; r < s.world_size; ++r) {
+          const auto [begin, length] = piece_of(static_cast<std::size_t>(r), k);
+          if (length == 0) continue;
+          const ncclResult_t got = ncclRecv(s.staging.get() + plan.staging_offset[static_cast<std::size_t>(r)] + begin,
+                                            length, ncclUint8, r, s.comm.get(), stream);
+          if (got != ncclSuccess && got != ncclInProgress) return got;
+        }
+        return ncclSuccess;
+      });
+      detail::stream_wait(down, s.last);  // launch() recorded the end of this piece's receives
       for (int r = 0; r < s.world_size; ++r) {
         const auto i = static_cast<std::size_t>(r);
-        if (plan.route[i] != HostRoute::network || sizes[i] == 0) continue;
-        const ncclResult_t got =
-            ncclRecv(s.staging.get() + plan.staging_offset[i], sizes[i], ncclUint8, r, s.comm.get(), stream);
-        if (got != ncclSuccess && got != ncclInProgress) return got;
+        const auto [begin, length] = piece_of(i, k);
+        if (length == 0) continue;
+        GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(i) + begin, s.staging.get() + plan.staging_offset[i] + begin,
+                                             length, cudaMemcpyDeviceToHost, down),
+                             s.where + ": " + what + ": " + rank_text(r) + "'s part, from the staging");
       }
-      return ncclSuccess;
-    });
-    for (int r = 0; r < s.world_size; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (plan.route[i] != HostRoute::network || sizes[i] == 0) continue;
-      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(i), s.staging.get() + plan.staging_offset[i], sizes[i],
-                                           cudaMemcpyDeviceToHost, stream),
-                           s.where + ": " + what + ": " + rank_text(r) + "'s part, from the staging");
     }
+  }
+
+  // Where piece @p k of rank @p r's part lies in it, and its length (0 when the rank has no such piece or
+  // is not of another node).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> piece_of(std::size_t r, std::size_t k) const {
+    if (plan.route[r] != HostRoute::network || sizes[r] == 0) return {0, 0};
+    const auto bytes = static_cast<std::size_t>(sizes[r]);
+    const std::size_t piece = detail::network_piece(bytes);
+    const std::size_t begin = k * piece;
+    return begin < bytes ? std::pair{begin, std::min(piece, bytes - begin)} : std::pair{begin, std::size_t{0}};
   }
 
   // After every rank said "done": every part is in the segment; the results view it (and keep it).
@@ -139,8 +178,15 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   } else if (plan.route[me] == HostRoute::network && bytes > 0) {
     const cudaStream_t stream = s.stream.get();
     done.run([&] {
-      detail::launch(s, stream, what, rank_text(root),
-                     [&] { return ncclSend(send, bytes, ncclUint8, root, s.comm.get(), stream); });
+      // In the pieces the root receives, one group each (network_piece): it takes each down as the next
+      // arrives.
+      const std::size_t piece = detail::network_piece(bytes);
+      const auto* from = static_cast<const std::byte*>(send);
+      for (std::size_t begin = 0; begin < bytes; begin += piece) {
+        const std::size_t length = std::min(piece, bytes - begin);
+        detail::launch(s, stream, what, rank_text(root),
+                       [&] { return ncclSend(from + begin, length, ncclUint8, root, s.comm.get(), stream); });
+      }
     });
   }
   // Queued after this rank's copies: when the root has every rank's "done", every byte is in place.

@@ -41,6 +41,9 @@ struct CommunicatorState {
   std::string where;  ///< "rank 1 of 2 (device 1)", for messages
   NcclComm comm;
   Stream stream;  ///< the blocking forms' and the size exchange's
+  /// gather_to_host's root: the copies down of what NCCL brought from other nodes, piece by piece beside
+  /// NCCL's receives on `stream` (made on first use).
+  Stream down;
   // The size exchange: world_size (bytes, capacity) pairs, on the device (NCCL needs device memory) and
   // in pinned memory, so that the copies back never make the host wait outside a bounded wait.
   std::unique_ptr<std::uint64_t, DeviceFree> sizes_device;

@@ -111,6 +111,13 @@ std::vector<HostRoute> host_routes(std::span<const int> leaders, int root, const
   return route;
 }
 
+std::size_t network_piece(std::uint64_t bytes) noexcept {
+  constexpr std::uint64_t least = std::uint64_t{1} << 20;
+  constexpr std::uint64_t most = std::uint64_t{16} << 20;
+  const std::uint64_t eighth = (bytes / 8 + 255) / 256 * 256;
+  return static_cast<std::size_t>(std::clamp(eighth, least, most));
+}
+
 HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes, std::span<const int> leaders, int root,
                                 std::size_t page) {
   const std::string what = "gather_to_host to rank " + std::to_string(root);

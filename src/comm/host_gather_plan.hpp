@@ -73,6 +73,12 @@ struct HostGatherPlan {
   std::size_t staging_bytes = 0;  ///< 0: nothing goes over NCCL
 };
 
+/// The pieces a part of @p bytes travels in between nodes (NCCL to the root's GPU, then down to its host):
+/// an eighth of it, at least 1 MiB and at most 16 MiB, a multiple of 256 bytes. Both ends compute it from the
+/// exchanged size, so that the sender's sends and the root's receives pair up, and the root takes piece k
+/// down while NCCL moves piece k + 1.
+[[nodiscard]] std::size_t network_piece(std::uint64_t bytes) noexcept;
+
 /// The plan for ranks sending @p sizes (bytes per rank) to @p root, @p leaders as node_leaders gives them.
 /// Every rank's part of the segment, in rank order, starts on a multiple of @p page (so that a HostBuffer
 /// viewing it starts on a page too); staging parts are packed at multiples of 256 bytes.

@@ -127,6 +127,19 @@ TEST(HostGatherPlan, NoStagingWithoutOtherNodesAndNoSegmentWithoutBytes) {
   EXPECT_EQ(none.segment_bytes + none.staging_bytes, 0u);
 }
 
+// The pieces between nodes: an eighth of the part, within [1 MiB, 16 MiB], a multiple of 256 bytes.
+TEST(HostGatherPlan, NetworkPiecesAreAnEighthBetweenOneAndSixteenMiB) {
+  using detail::network_piece;
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  EXPECT_EQ(network_piece(0), mib);
+  EXPECT_EQ(network_piece(4099), mib);
+  EXPECT_EQ(network_piece(mib + 7), mib);  // two pieces: 1 MiB and 7 bytes
+  EXPECT_EQ(network_piece(64 * mib), 8 * mib);
+  EXPECT_EQ(network_piece(64 * mib + 8 * 300), 8 * mib + 512);  // 8 MiB + 300, rounded up to 256
+  EXPECT_EQ(network_piece(256 * mib), 16 * mib);
+  EXPECT_EQ(network_piece(std::uint64_t{1} << 40), 16 * mib);
+}
+
 TEST(HostGatherPlan, RefusesABadRootMismatchedSpansAndSizesThatDoNotFit) {
   const std::vector<std::uint64_t> sizes{1, 2};
   const std::vector<int> leaders{0, 0};

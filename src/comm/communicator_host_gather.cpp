@@ -62,16 +62,20 @@ struct RootSide {
 
   [[nodiscard]] std::byte* part(std::size_t r) const { return entry->segment.data() + plan.offset[r]; }
 
-  // Queued on the communicator's stream: its own bytes down, other nodes' bytes over NCCL, then down,
-  // each straight into its part of the segment.
+  // Its own bytes down, other nodes' bytes over NCCL on the communicator's stream, then down, each
+  // straight into its part of the segment.
   void queue(const void* send) {
     const cudaStream_t stream = s.stream.get();
     const auto me = static_cast<std::size_t>(s.rank);
-    if (sizes[me] > 0) {
-      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(me), send, sizes[me], cudaMemcpyDeviceToHost, stream),
+    const auto own_part = [&](cudaStream_t on) {
+      if (sizes[me] == 0) return;
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part(me), send, sizes[me], cudaMemcpyDeviceToHost, on),
                            s.where + ": " + what + ": its own part");
+    };
+    if (plan.staging_bytes == 0) {
+      own_part(stream);
+      return;
     }
-    if (plan.staging_bytes == 0) return;
     if (s.down.get() == nullptr) s.down = detail::Stream(s.device);
     const cudaStream_t down = s.down.get();
     // Whatever happens below, the communicator's stream ends after the copies down: the "done" exchange
@@ -86,6 +90,9 @@ struct RootSide {
         }
       }
     } join{s};
+    // Its own part goes down while NCCL brings the first pieces, after what the call waits for.
+    detail::stream_wait(down, detail::record_event(s.device, stream));
+    own_part(down);
     // Piece k of every other node's part: NCCL receives it into the staging on this stream, then the
     // down stream copies it to the segment while NCCL receives piece k + 1 (network_piece on both ends).
     std::size_t pieces = 0;

@@ -91,6 +91,10 @@ void NcclComm::fail(const std::string& what, const std::string& why) {
 template <class Done>
 void NcclComm::poll(Done&& done, const std::string& what, const std::string& peers, const std::string& stalled) {
   const Deadline deadline(timeout_);
+  // The host operations' exchanges of a few words take tens of microseconds: asked again at once (giving
+  // the CPU to other threads) for the first 200 us, since a sleep also lasts the kernel's timer slack (50 us
+  // by default) beyond what it asks, then in sleeps doubling up to 1 ms.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
   auto pause = std::chrono::microseconds(20);
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -103,6 +107,10 @@ void NcclComm::poll(Done&& done, const std::string& what, const std::string& pee
     }
     if (done(state)) return;
     if (deadline.expired()) fail(what, "not complete within " + deadline.describe() + ": " + stalled);
+    if (std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }

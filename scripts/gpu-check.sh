@@ -56,6 +56,24 @@ summary=()
 
 section() { printf '\n=== %s\n' "$*"; }
 
+# The lines of bench.log from the one "=== <marker>" on.
+bench_log_section() { sed -n "/^=== $1\$/,\$p" "$logs/bench.log"; }
+
+# Runs the command after <marker> <limit> <tail> under that time limit (seconds), its output appended to
+# bench.log after a line "=== <marker>"; prints the section's last <tail> lines and sets appended_rc.
+append_to_bench_log() {
+  local marker=$1 limit=$2 tail=$3
+  shift 3
+  { printf '\n=== %s\n' "$marker"; timeout "$limit" "$@"; } >>"$logs/bench.log" 2>&1
+  appended_rc=$?
+  bench_log_section "$marker" | tail -n "$tail"
+}
+
+# Rank 0's headline in the cross-process bench's section of bench.log under "=== <marker>".
+rank0_headline() {
+  bench_log_section "$1" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$'
+}
+
 finish() {
   if ((${#failures[@]})); then
     summary+=("RESULT: FAILED: ${failures[*]}")
@@ -230,45 +248,37 @@ if ((run_default)); then
     ranks_json=$work/bench-ranks.json
     rm -f "$ranks_json"
     section "bench --ranks (short, $ngpus ranks)"
-    marker="=== gpuxfer launch -n $ngpus gpuxfer-bench --ranks --short"
+    marker="gpuxfer launch -n $ngpus gpuxfer-bench --ranks --short"
     ranks_limit=$((ngpus >= 2 ? 300 : 120))  # a world of one takes well under a minute
-    { printf '\n%s\n' "$marker"; timeout "$ranks_limit" "$gpuxfer" launch -n "$ngpus" "$bench" --ranks --short --json "$ranks_json"; } \
-      >>"$logs/bench.log" 2>&1
-    ranks_rc=$?
-    sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 30
+    append_to_bench_log "$marker" "$ranks_limit" 30 "$gpuxfer" launch -n "$ngpus" "$bench" --ranks --short --json "$ranks_json"
+    ranks_rc=$appended_rc
     if ((ngpus >= 2)); then
       summary+=("bench --ranks: $ngpus ranks, exit code $ranks_rc; headline (ratio to the single-process reference, same run):")
       ((ranks_rc == 0)) || failures+=("bench --ranks")
     else
       summary+=("bench --ranks: a world of one (smoke, informational; 2+ GPUs measure), exit code $ranks_rc:")
     fi
-    while IFS= read -r line; do summary+=("  $line"); done < <(
-      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$')
+    while IFS= read -r line; do summary+=("  $line"); done < <(rank0_headline "$marker")
     if ((ngpus >= 2)); then
       # The path between nodes on this host (issue 11's forced network path, informational): NCCL's socket
       # transport only, and each rank a node of its own, so that the host operations take NCCL too.
       section "bench --ranks over the network path (short, $ngpus ranks)"
-      marker="=== NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo gpuxfer launch -n $ngpus --node-per-rank gpuxfer-bench --ranks --short"
-      { printf '\n%s\n' "$marker"; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo timeout 300 \
-        "$gpuxfer" launch -n "$ngpus" --node-per-rank "$bench" --ranks --short; } >>"$logs/bench.log" 2>&1
-      network_rc=$?
-      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 20
-      summary+=("bench --ranks, network path: exit code $network_rc (informational; bench.log):")
-      while IFS= read -r line; do summary+=("  $line"); done < <(
-        sed -n "/^$marker\$/,\$p" "$logs/bench.log" | sed -n 's/^\[0\] //p' | sed -n '/^# headline/,$p' | grep -v '^\s*$')
+      network=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
+      marker="${network[*]} gpuxfer launch -n $ngpus --node-per-rank gpuxfer-bench --ranks --short"
+      append_to_bench_log "$marker" 300 20 env "${network[@]}" "$gpuxfer" launch -n "$ngpus" --node-per-rank "$bench" --ranks --short
+      summary+=("bench --ranks, network path: exit code $appended_rc (informational; bench.log):")
+      while IFS= read -r line; do summary+=("  $line"); done < <(rank0_headline "$marker")
     fi
     if ((ngpus >= 2)) && command -v torchrun >/dev/null; then
       section "torch.distributed baseline (short, $ngpus ranks)"
-      marker="=== torchrun --nproc-per-node $ngpus torch_distributed_baseline.py --short"
+      marker="torchrun --nproc-per-node $ngpus torch_distributed_baseline.py --short"
       compare=()
       [[ -s $ranks_json ]] && compare=(--gpuxfer "$ranks_json")
-      { printf '\n%s\n' "$marker"; timeout 300 torchrun --nproc-per-node "$ngpus" \
-        benchmarks/python/torch_distributed_baseline.py --short "${compare[@]}"; } >>"$logs/bench.log" 2>&1
-      torch_rc=$?
-      sed -n "/^$marker\$/,\$p" "$logs/bench.log" | tail -n 20
-      summary+=("torch.distributed baseline: exit code $torch_rc (informational; bench.log):")
+      append_to_bench_log "$marker" 300 20 torchrun --nproc-per-node "$ngpus" \
+        benchmarks/python/torch_distributed_baseline.py --short "${compare[@]}"
+      summary+=("torch.distributed baseline: exit code $appended_rc (informational; bench.log):")
       while IFS= read -r line; do summary+=("  $line"); done < <(
-        sed -n "/^$marker\$/,\$p" "$logs/bench.log" | grep -E '^# (rank_|torch_distributed_baseline)|skipped')
+        bench_log_section "$marker" | grep -E '^# (rank_|torch_distributed_baseline)|skipped')
     fi
   fi
 

@@ -126,12 +126,7 @@ void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_
 }
 
 void give_back_after_stream(CommunicatorState& s, std::span<HostBuffer> buffers) noexcept {
-  SharedEvent after;
-  try {
-    after = record_event(s.device, s.stream.get());
-  } catch (...) {
-    (void)cudaStreamSynchronize(s.stream.get());
-  }
+  const SharedEvent after = record_event_or_wait(s.device, s.stream.get());
   for (HostBuffer& buffer : buffers) {
     if (after) release_after(std::move(buffer), after);
   }

@@ -98,11 +98,7 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
 
 void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept {
   if (!entry) return;
-  try {
-    entry->after = record_event(device, stream);
-  } catch (...) {
-    (void)cudaStreamSynchronize(stream);
-  }
+  entry->after = record_event_or_wait(device, stream);
   entry.reset();
 }
 

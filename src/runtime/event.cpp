@@ -89,6 +89,15 @@ SharedEvent record_event(int device, cudaStream_t stream) {
   return event;
 }
 
+SharedEvent record_event_or_wait(int device, cudaStream_t stream) noexcept {
+  try {
+    return record_event(device, stream);
+  } catch (...) {
+    (void)cudaStreamSynchronize(stream);
+    return nullptr;
+  }
+}
+
 void stream_wait(cudaStream_t stream, const SharedEvent& event) {
   // An event seen complete orders nothing: skipping the wait saves an API call per small operation.
   if (event && !event->completed()) GPUXFER_CUDA_TRY(cudaStreamWaitEvent(stream, event->get(), 0));

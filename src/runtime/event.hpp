@@ -47,6 +47,9 @@ using SharedEvent = std::shared_ptr<Event>;
 
 /// An event from the cache on @p device, recorded on @p stream.
 [[nodiscard]] SharedEvent record_event(int device, cudaStream_t stream);
+/// record_event for a failure path: when no event can be recorded, waits on the host for @p stream instead
+/// and gives null (the work queued on it is then over). Never throws.
+[[nodiscard]] SharedEvent record_event_or_wait(int device, cudaStream_t stream) noexcept;
 
 /// Makes @p stream wait for @p event on the GPU (no host blocking); a null event is a no-op.
 void stream_wait(cudaStream_t stream, const SharedEvent& event);

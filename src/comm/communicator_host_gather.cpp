@@ -95,14 +95,13 @@ struct RootSide {
     own_part(down);
     // Piece k of every other node's part: NCCL receives it into the staging on this stream, then the
     // down stream copies it to the segment while NCCL receives piece k + 1 (network_piece on both ends).
-    std::size_t pieces = 0;
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      if (plan.route[i] == HostRoute::network && sizes[i] > 0) {
-        const std::size_t piece = detail::network_piece(sizes[i]);
-        pieces = std::max<std::size_t>(pieces, (static_cast<std::size_t>(sizes[i]) + piece - 1) / piece);
+    const auto some_part_has = [&](std::size_t k) {
+      for (std::size_t r = 0; r < sizes.size(); ++r) {
+        if (piece_of(r, k).second > 0) return true;
       }
-    }
-    for (std::size_t k = 0; k < pieces; ++k) {
+      return false;
+    };
+    for (std::size_t k = 0; some_part_has(k); ++k) {
       detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
         for (int r = 0; r < s.world_size; ++r) {
           const auto [begin, length] = piece_of(static_cast<std::size_t>(r), k);

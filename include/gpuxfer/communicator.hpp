@@ -41,10 +41,11 @@ struct CommunicatorOptions {
 ///
 /// Ordering. The stream-ordered forms (`_async`, taking a cudaStream_t, no default; 0 is the legacy
 /// default stream) start after the work queued on that stream and complete when it gets past them; they
-/// return once the work is queued (gather_async first waits on the host for the ranks' sizes). The
-/// operations of one communicator also run in the order they are called, whatever their streams.
-/// Blocking forms start after the work queued on the legacy default stream, as cudaMemcpy does, and
-/// return when the data is in place. CUDA graph capture is refused (Errc::unsupported) in this version.
+/// return once the work is queued (gather_async and the host operations' forms first wait on the host for
+/// the ranks' exchanges of sizes, which never wait for the caller's stream). The operations of one
+/// communicator also run in the order they are called, whatever their streams. Blocking forms start after
+/// the work queued on the legacy default stream, as cudaMemcpy does, and return when the data is in place.
+/// CUDA graph capture is refused (Errc::unsupported) in this version.
 ///
 /// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
 /// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
@@ -138,15 +139,18 @@ class Communicator {
   /// holding exactly that rank's bytes (empty for 0); on the other ranks an empty vector. Blocking: starts
   /// after the work queued on the legacy default stream and after this communicator's earlier operations
   /// (whatever their streams), comes before its later ones, and returns when the bytes are in the root's
-  /// buffers. It waits on the host for three exchanges of two words a rank (four on the first call, which
-  /// also exchanges the ranks' nodes), each bounded by the timeout. Not yet run on a GPU.
+  /// buffers. It waits on the host for two exchanges of four words a rank or fewer (the sizes, then every
+  /// rank's "done"), each bounded by the timeout; a third (the root's "ready") when the root has no free
+  /// segment as large as its last call's (the first call, say), and on the first host operation a fourth,
+  /// of the ranks' nodes. In a world of one no exchange goes through NCCL. Not yet run on a GPU.
   ///
   /// Paths. Every part lands, page-aligned, in one POSIX shared-memory segment of the root's, and the
   /// root's HostBuffers are views of it: no copy in host memory. The ranks on the root's node (same host
   /// name, boot id and /dev/shm, exchanged once, on the first call) each copy from their own GPU, over
   /// their own PCIe link, straight into their part; the root copies its own part down; the ranks of other
   /// nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
-  /// largest so far), which the root copies down into their parts.
+  /// largest so far), in pieces of an eighth of their part (1 to 16 MiB), which the root copies down into
+  /// their parts while NCCL brings the next.
   ///
   /// Segments are reused: the root keeps the segments of earlier calls (page-locked once, with
   /// cudaHostRegister, in the root and in each rank of its node that mapped them) and gives a call the
@@ -164,24 +168,45 @@ class Communicator {
   ///         write its part (naming it: that rank throws its own error)
   std::vector<HostBuffer> gather_to_host(const void* send, std::size_t bytes, int root);
 
+  /// Stream-ordered gather_to_host: each rank's @p send is read after the work queued on its @p stream
+  /// (a stream of this rank's device) and after this communicator's earlier operations, and each rank's
+  /// @p stream waits for those reads; the root's HostBuffers, returned at once, hold the bytes when the
+  /// root's @p stream gets past this point (its stream waits, on the GPU, for every rank's part: an NCCL
+  /// reduction of one word to the root ends the call on every stream). Read them only then, and drop them
+  /// whenever: their memory serves a later call only once the root's stream is past this one.
+  ///
+  /// The host waits only for the exchanges (bounded by the timeout, on the communicator's own stream):
+  /// the sizes, the root's "ready" when needed (as gather_to_host), and "queued", every rank's outcome of
+  /// queueing its copy into the root's segment, before any NCCL work is queued on @p stream. None of
+  /// them waits for the work queued on @p stream before the call; each waits for the end of this
+  /// communicator's previous operation, as gather_async's size exchange does. Wait with synchronize(stream),
+  /// which is bounded, or any CUDA wait. Cannot be captured into a CUDA graph (the exchanges need the
+  /// host): Errc::unsupported while @p stream captures.
+  ///
+  /// @throws as gather_to_host; a rank that fails after the "queued" exchange (a failed CUDA or NCCL call)
+  ///         aborts the communicator, so that the others' bounded waits fail instead of hang
+  std::vector<HostBuffer> gather_to_host_async(const void* send, std::size_t bytes, int root, cudaStream_t stream);
+
   /// Copies @p root's host bytes @p data (pageable or page-locked; read on the root only) into every rank's
   /// @p recv (device memory of this rank's device, @p capacity bytes; the root's too); the bytes of recv past
   /// the root's size are left alone. The ranks first exchange the root's size and their capacities, so that
   /// a recv too small (or null for bytes) is Errc::invalid_argument on every rank. Blocking: starts after the
-  /// work queued on the legacy default stream and after this communicator's earlier operations (whatever
-  /// their streams), comes before its later ones, and returns when @p recv holds the bytes on this rank
-  /// (the root may reuse @p data then). It waits on the host for three exchanges of two words a rank (four
-  /// on the first host operation, which also exchanges the ranks' nodes), each bounded by the timeout. Not
-  /// yet run on a GPU.
+  /// work queued on the legacy default stream (the root's reads of @p data too) and after this
+  /// communicator's earlier operations (whatever their streams), comes before its later ones, and returns
+  /// when @p recv holds the bytes on this rank (the root may reuse @p data then). It waits on the host for
+  /// two exchanges of four words a rank or fewer (the sizes with the root's preparation, then every rank's
+  /// "done"), each bounded by the timeout (on the first host operation a third, of the ranks' nodes). In a
+  /// world of one no exchange goes through NCCL. Not yet run on a GPU.
   ///
-  /// Paths. When other ranks share the root's node, the root writes the bytes once into a POSIX
-  /// shared-memory segment of its own, reused from call to call as gather_to_host's (page-locked once),
-  /// which every other rank of its node copies from into its own GPU, over its own PCIe link, through a
-  /// mapping it keeps for later calls; the root copies them from there into its own recv. Without such
-  /// ranks the root copies straight from @p data when all of it is page-locked, as the in-process
-  /// operations judge it, else through pinned memory of the communicator's pool (so that no copy from
-  /// pageable memory makes it wait outside a bounded wait). The ranks of other nodes receive the bytes from
-  /// the root's recv over NCCL (grouped ncclSend / ncclRecv, the root and those ranks only).
+  /// Paths. When other ranks share the root's node, the root writes the bytes once (before the first
+  /// exchange, on the communicator's host copy threads) into a POSIX shared-memory segment of its own,
+  /// reused from call to call as gather_to_host's (page-locked once), which every other rank of its node
+  /// copies from into its own GPU, over its own PCIe link, through a mapping it keeps for later calls; the
+  /// root copies them from there into its own recv. Without such ranks the root copies straight from
+  /// @p data when all of it is page-locked, as the in-process operations judge it, else through pinned
+  /// memory of the communicator's pool (so that no copy from pageable memory makes it wait outside a
+  /// bounded wait). The ranks of other nodes receive the bytes from the root's recv over NCCL (grouped
+  /// ncclSend / ncclRecv, the root and those ranks only).
   ///
   /// @throws Error(Errc::invalid_argument) for a root out of range and, on every rank, for a recv smaller
   ///         than the root's size or null while the root has bytes; Error(Errc::invalid_buffer) when
@@ -192,6 +217,26 @@ class Communicator {
   ///         ncclCommAbort) and, on every other rank, when one rank failed to take the bytes (naming it:
   ///         that rank throws its own error)
   void broadcast_from_host(std::span<const std::byte> data, void* recv, std::size_t capacity, int root);
+
+  /// Stream-ordered broadcast_from_host: each rank's @p recv is written after the work queued on its
+  /// @p stream (a stream of this rank's device) and after this communicator's earlier operations, and
+  /// holds the bytes when that stream gets past this point. The root reads @p data on the host during the
+  /// call (not after its stream's earlier work), and may reuse it when the call returns, except when no
+  /// other rank shares its node and @p data is all page-locked: the root's copy then reads it on the GPU,
+  /// and it must stay unchanged until the root's @p stream gets past this point, as with cudaMemcpyAsync.
+  /// An NCCL reduction of one word to the root ends the call on every stream: the root's stream waits for
+  /// every rank's copy out of its segment.
+  ///
+  /// The host waits only for the exchanges (bounded by the timeout, on the communicator's own stream): the
+  /// sizes with the root's preparation, and "queued", every rank's outcome of queueing its copy out of the
+  /// root's segment, before any NCCL work is queued on @p stream; neither waits for the work queued on
+  /// @p stream before the call, and each waits for the end of this communicator's previous operation.
+  /// Wait with synchronize(stream), or any CUDA wait. Cannot be captured (Errc::unsupported).
+  ///
+  /// @throws as broadcast_from_host; a rank that fails after the "queued" exchange aborts the communicator,
+  ///         as gather_to_host_async
+  void broadcast_from_host_async(std::span<const std::byte> data, void* recv, std::size_t capacity, int root,
+                                 cudaStream_t stream);
 
   /// Waits on the host until @p stream's work queued so far is done, polling NCCL's asynchronous error,
   /// at most the timeout: the bounded wait for the stream-ordered forms.

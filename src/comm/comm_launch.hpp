@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,9 +76,13 @@ auto blocking(CommunicatorState& s, const std::string& what, const std::string& 
   return result;
 }
 
-/// Every rank's (@p first, @p second), rank r's at [2r, 2r + 1]: an ncclAllGather on the communicator's
-/// stream, in its order, waited for on the host within the timeout (@p step names it in messages).
+/// Every rank's @p mine (1 to CommunicatorState::exchange_words words, as many on every rank), rank r's at
+/// [r n, r n + n): an ncclAllGather on the communicator's stream, in its order, waited for on the host within
+/// the timeout (@p step names it in messages). In a world of one, no NCCL: the wait for the stream alone.
 /// @throws Error(Errc::comm_error) on a timeout or a peer's failure
+std::vector<std::uint64_t> all_gather_words(CommunicatorState& s, std::span<const std::uint64_t> mine,
+                                            const std::string& step);
+/// all_gather_words of (@p first, @p second): rank r's at [2r, 2r + 1].
 std::vector<std::uint64_t> all_gather_pairs(CommunicatorState& s, std::uint64_t first, std::uint64_t second,
                                             const std::string& step);
 

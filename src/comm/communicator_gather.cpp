@@ -4,6 +4,8 @@
 // exchange itself, serves gather_to_host too.
 #include <gpuxfer/communicator.hpp>
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,26 +18,44 @@
 namespace gpuxfer {
 namespace detail {
 
-std::vector<std::uint64_t> all_gather_pairs(CommunicatorState& s, std::uint64_t first, std::uint64_t second,
+std::vector<std::uint64_t> all_gather_words(CommunicatorState& s, std::span<const std::uint64_t> mine,
                                             const std::string& step) {
-  const std::size_t count = 2 * static_cast<std::size_t>(s.world_size);
+  const std::size_t n = mine.size();
+  if (n == 0 || n > CommunicatorState::exchange_words) {
+    throw Error(Errc::invalid_argument, s.where + ": " + step + ": " + std::to_string(n) + " words a rank");
+  }
+  const cudaStream_t stream = s.stream.get();
+  if (s.world_size == 1) {
+    // Nobody to tell: the wait alone, in the communicator's order, which callers count on (the "done"
+    // exchange follows the rank's copies on this stream).
+    stream_wait(stream, s.last);
+    const SharedEvent done = record_event(s.device, stream);
+    s.comm.wait(*done, step, "no other rank");
+    s.last = done;
+    return {mine.begin(), mine.end()};
+  }
+  const std::size_t count = n * static_cast<std::size_t>(s.world_size);
+  const std::size_t at = n * static_cast<std::size_t>(s.rank);
   std::uint64_t* host = s.sizes_host.get();
   std::uint64_t* device = s.sizes_device.get();
-  host[2 * s.rank] = first;
-  host[2 * s.rank + 1] = second;
-  const cudaStream_t stream = s.stream.get();
-  GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(device + 2 * s.rank, host + 2 * s.rank, 2 * sizeof(std::uint64_t),
-                                       cudaMemcpyHostToDevice, stream),
-                       s.where + ": " + step);
-  launch(s, stream, step, other_ranks(s.rank, s.world_size), [&] {
-    return ncclAllGather(device + 2 * s.rank, device, 2, ncclUint64, s.comm.get(), stream);
-  });
+  std::copy(mine.begin(), mine.end(), host + at);
+  GPUXFER_CUDA_TRY_CTX(
+      cudaMemcpyAsync(device + at, host + at, n * sizeof(std::uint64_t), cudaMemcpyHostToDevice, stream),
+      s.where + ": " + step);
+  launch(s, stream, step, other_ranks(s.rank, s.world_size),
+         [&] { return ncclAllGather(device + at, device, n, ncclUint64, s.comm.get(), stream); });
   GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, device, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream),
                        s.where + ": " + step);
   const SharedEvent done = record_event(s.device, stream);
   s.comm.wait(*done, step, other_ranks(s.rank, s.world_size));
   s.last = done;
   return {host, host + count};
+}
+
+std::vector<std::uint64_t> all_gather_pairs(CommunicatorState& s, std::uint64_t first, std::uint64_t second,
+                                            const std::string& step) {
+  const std::uint64_t mine[] = {first, second};
+  return all_gather_words(s, mine, step);
 }
 
 }  // namespace detail

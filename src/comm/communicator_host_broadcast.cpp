@@ -1,14 +1,18 @@
-// Communicator::broadcast_from_host: the root's host bytes into every rank's device memory, each rank of
-// the root's node over its own PCIe link. The root writes the bytes once into a POSIX shared segment of its
-// arena (reused from call to call, page-locked once), which every other rank of its node copies into its
-// GPU through a mapping it keeps; the root copies them into its own GPU, and from there over NCCL to the
-// ranks of other nodes. Exchanges of two words a rank order it, as gather_to_host's: the root's size and
-// every rank's capacity, the root's "ready" (segment written and its own copy queued, the segment's id, or
-// why not) and every rank's "done" (its bytes in place, or why not), so that a failure on one rank makes
-// every rank throw instead of wait.
+// Communicator::broadcast_from_host(_async): the root's host bytes into every rank's device memory, each
+// rank of the root's node over its own PCIe link. The root writes the bytes once into a POSIX shared
+// segment of its arena (reused from call to call, page-locked once), which every other rank of its node
+// copies into its GPU through a mapping it keeps; the root copies them into its own GPU, and from there
+// over NCCL to the ranks of other nodes. The root prepares before the first exchange (it alone knows the
+// size), so exchanges of a few words a rank order it: the root's size, its preparation's outcome and the
+// segment's id, with every rank's capacity; then every rank's "done" (its bytes in place, or why not) for
+// the blocking form, or "queued" (its copy queued, or why not) before the NCCL work and a reduction to the
+// root on the caller's stream for the stream-ordered one. So a failure on one rank makes every rank throw
+// instead of wait.
 #include <gpuxfer/communicator.hpp>
 
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,31 +35,33 @@ using detail::HostRoute;
 using detail::Outcome;
 using detail::rank_text;
 
-// The root: a segment of its arena written and its own copy queued ("ready"), then NCCL's sends to other
-// nodes.
+// The root: the bytes written into a segment of its arena (or into pinned memory) before the first
+// exchange, then its own copy and NCCL's sends to other nodes.
 struct RootSide {
   CommunicatorState& s;
   std::span<const std::byte> data;
-  void* recv;
-  const HostBroadcastPlan& plan;
   const std::string& what;
+  cudaStream_t stream;  ///< where the call's copies and sends go: the communicator's, or the caller's
   std::shared_ptr<detail::ArenaEntry> entry;
   HostBuffer staged;  ///< pinned copy of pageable data, when there is no segment to copy from
+  const std::byte* source = nullptr;  ///< what the root's own copy reads
 
-  // The call's copies may still be queued after a failure: the staging and the segment go back after them.
+  // The call's copies may still be queued (a stream-ordered call's, or a failed one's): the staging and
+  // the segment go back after them.
   ~RootSide() {
-    if (!staged.empty()) detail::give_back_after_stream(s, std::span(&staged, 1));
-    detail::release_after_stream(entry, s.device, s.stream.get());
+    if (!staged.empty()) detail::give_back_after_stream(s, stream, std::span(&staged, 1));
+    detail::release_after_stream(entry, s.device, stream);
   }
 
-  void prepare() {
-    // The root's own copy reads page-locked memory: the segment (page-locked once, in the arena), the
-    // caller's data when all of it is page-locked, else pinned memory of the pool. A copy from pageable
-    // memory would synchronise the stream on the host, a wait no timeout bounds.
-    const std::byte* source = data.data();
-    if (plan.segment_bytes > 0) {
+  // The bytes where the copies read them. The root's own copy reads page-locked memory: the segment
+  // (page-locked once, in the arena) when other ranks of its node take the bytes, the caller's data when
+  // all of it is page-locked, else pinned memory of the pool. A copy from pageable memory would
+  // synchronise the stream on the host, a wait no timeout bounds.
+  void prepare(bool segment) {
+    source = data.data();
+    if (segment) {
       const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
-      entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
+      entry = s.arena.acquire(data.size(), me.pid, me.nonce, s.device, s.where + ": " + what);
       detail::host_copy_of(s).copy(entry->segment.data(), data.data(), data.size());
       source = entry->segment.data();
     } else if (!detail::is_pinned_range(data.data(), data.size())) {
@@ -63,14 +69,13 @@ struct RootSide {
       detail::host_copy_of(s).copy(staged.data(), data.data(), data.size());
       source = staged.data();
     }
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, s.stream.get()),
-                         s.where + ": " + what + ": its own copy");
   }
 
-  // Queued after its own copy (same stream): its recv to every rank of another node.
-  void send() {
+  // Its own copy, then its recv to every rank of another node (same stream: after the copy).
+  void queue(void* recv, const HostBroadcastPlan& plan) {
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, stream),
+                         s.where + ": " + what + ": its own copy");
     if (!plan.network) return;
-    const cudaStream_t stream = s.stream.get();
     detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
       for (int r = 0; r < s.world_size; ++r) {
         if (plan.route[static_cast<std::size_t>(r)] != HostRoute::network) continue;
@@ -82,17 +87,77 @@ struct RootSide {
   }
 };
 
-// This rank's bytes into its recv: out of the root's segment, or over NCCL from the root's GPU.
-void take(CommunicatorState& s, const HostBroadcastPlan& plan, void* recv, std::size_t bytes,
-          const std::string& name, int root, const std::string& what) {
-  if (plan.route[static_cast<std::size_t>(s.rank)] == HostRoute::segment) {
-    detail::copy_with_segment(s, name, 0, bytes, nullptr, recv, root, what);
-    return;
+// What both forms share: the root's preparation and the first exchange, which every rank's plan follows.
+struct Call {
+  CommunicatorState& s;
+  std::span<const std::byte> data;
+  void* recv;
+  std::size_t capacity;
+  int root;
+  std::string what;
+  cudaStream_t stream;
+  HostBroadcastPlan plan{};
+  std::uint64_t bytes = 0;  ///< the root's
+  std::string name{};       ///< the root's segment, when other ranks of its node take the bytes
+  RootSide side;
+
+  Call(CommunicatorState& state, std::span<const std::byte> data_, void* recv_, std::size_t capacity_, int root_,
+       std::string what_, cudaStream_t stream_)
+      : s(state), data(data_), recv(recv_), capacity(capacity_), root(root_), what(std::move(what_)),
+        stream(stream_), side{state, data_, what, stream_, {}, {}} {}
+
+  [[nodiscard]] bool is_root() const { return s.rank == root; }
+  [[nodiscard]] HostRoute route() const { return plan.route[static_cast<std::size_t>(s.rank)]; }
+
+  void check_arguments() {
+    detail::check_rank(s, root, "root", what);
+    // A null recv is refused in agree(), on every rank, when the root has bytes for it.
+    if (recv != nullptr) detail::check_buffer(s, recv, capacity, "recv", what);
   }
-  const cudaStream_t stream = s.stream.get();
-  detail::launch(s, stream, what, rank_text(root),
-                 [&] { return ncclRecv(recv, bytes, ncclUint8, root, s.comm.get(), stream); });
-}
+
+  // The root prepares; then every rank's (size, capacity) and the root's outcome with the segment's id.
+  // False for 0 bytes (nothing more to do). @throws on every rank alike: the root's failure (its own
+  // error there, Errc::comm_error naming it elsewhere), a recv too small or null (invalid_argument)
+  bool agree() {
+    Outcome ready{s.comm, {}};
+    if (is_root() && !data.empty()) {
+      const std::vector<HostRoute> routes = detail::host_routes(s.node_leaders, root, what);
+      const bool segment = std::count(routes.begin(), routes.end(), HostRoute::segment) > 0;
+      ready.run([&] { side.prepare(segment); });
+    }
+    const std::uint64_t mine[] = {is_root() ? data.size() : 0, recv != nullptr ? capacity : 0, ready.status(),
+                                  ready.failure ? ready.code() : (side.entry ? side.entry->id : 0)};
+    constexpr std::size_t n = std::size(mine);
+    const std::vector<std::uint64_t> words = detail::all_gather_words(s, mine, what + " (the exchange of sizes)");
+    const std::size_t at = n * static_cast<std::size_t>(root);
+    if (ready.failure) throw *ready.failure;
+    if (words[at + 2] != 0) {
+      throw Error(Errc::comm_error, s.where + ": " + what + ": the root's preparation (shared segment, pinned "
+                                        "copy) failed on " + rank_text(root) + " (" +
+                                        std::string(to_string(static_cast<Errc>(words[at + 3]))) +
+                                        "); that rank's own error says why");
+    }
+    bytes = words[at];
+    if (recv == nullptr && bytes > 0) {
+      throw Error(Errc::invalid_argument,
+                  s.where + ": " + what + ": recv is null for the root's " + detail::bytes_text(bytes));
+    }
+    std::vector<std::uint64_t> capacities(static_cast<std::size_t>(s.world_size));
+    for (std::size_t r = 0; r < capacities.size(); ++r) capacities[r] = words[n * r + 1];
+    plan = detail::plan_host_broadcast(bytes, capacities, s.node_leaders, root, s.where + ": " + what);
+    if (bytes == 0) return false;
+    if (plan.segment_bytes > 0) name = detail::segment_name(s, root, words[at + 3]);
+    return true;
+  }
+
+  // This rank's bytes over NCCL from the root's GPU (a rank of another node).
+  void receive() {
+    detail::launch(s, stream, what, rank_text(root),
+                   [&] { return ncclRecv(recv, static_cast<std::size_t>(bytes), ncclUint8, root, s.comm.get(), stream); });
+  }
+};
+
+std::string call_text(int root) { return "broadcast_from_host from " + rank_text(root); }
 
 }  // namespace
 
@@ -100,49 +165,74 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
                                        int root) {
   CommunicatorState& s = *state_;
   detail::DeviceGuard guard(s.device);
-  const std::string what = "broadcast_from_host from " + rank_text(root);
-  detail::check_rank(s, root, "root", what);
-  s.comm.check_usable(what);
-  // A null recv is refused below, on every rank, when the root has bytes for it.
-  if (recv != nullptr) detail::check_buffer(s, recv, capacity, "recv", what);
-  // After the legacy default stream's work, as the other blocking forms.
+  Call call(s, data, recv, capacity, root, call_text(root), s.stream.get());
+  call.check_arguments();
+  s.comm.check_usable(call.what);
+  // After the legacy default stream's work, as the other blocking forms, the root's reads of data on the
+  // host too (a copy into data queued there, say): it waits for that work before it prepares.
   detail::stream_wait(s.stream.get(), detail::record_event(s.device, cudaStreamLegacy));
-  detail::know_nodes(s, what);
-  const bool is_root = s.rank == root;
-  const std::vector<std::uint64_t> pairs = detail::all_gather_pairs(
-      s, is_root ? data.size() : 0, recv != nullptr ? capacity : 0, what + " (the exchange of sizes)");
-  const std::uint64_t bytes = pairs[2 * static_cast<std::size_t>(root)];
-  if (recv == nullptr && bytes > 0) {
-    throw Error(Errc::invalid_argument,
-                s.where + ": " + what + ": recv is null for the root's " + detail::bytes_text(bytes));
+  detail::know_nodes(s, call.what);
+  if (call.is_root() && !data.empty()) {
+    s.comm.wait(*detail::record_event(s.device, s.stream.get()), call.what + " (the legacy default stream's work)",
+                detail::other_ranks(s.rank, s.world_size));
   }
-  std::vector<std::uint64_t> capacities(static_cast<std::size_t>(s.world_size));
-  for (std::size_t r = 0; r < capacities.size(); ++r) capacities[r] = pairs[2 * r + 1];
-  const HostBroadcastPlan plan =
-      detail::plan_host_broadcast(bytes, capacities, s.node_leaders, root, s.where + ": " + what);
-  if (bytes == 0) return;
-
-  // The size exchange ran after the legacy default stream's work and was waited for: the root's host reads
-  // of data below come after that work too (a copy into data queued there, say).
-  RootSide side{s, data, recv, plan, what, {}, {}};
-  Outcome ready{s.comm, {}};
-  if (is_root) ready.run([&] { side.prepare(); });
-  const std::uint64_t id =
-      detail::exchange_outcomes_with(s, ready, side.entry ? side.entry->id : 0, root, what, "ready",
-                                     "the root's preparation (shared segment, its own copy)");
+  if (!call.agree()) return;
 
   Outcome done{s.comm, {}};
-  if (is_root) {
-    done.run([&] { side.send(); });
-  } else {
+  if (call.is_root()) {
+    done.run([&] { call.side.queue(recv, call.plan); });
+  } else if (call.route() == HostRoute::segment) {
     done.run([&] {
-      take(s, plan, recv, static_cast<std::size_t>(bytes), detail::segment_name(s, root, id), root, what);
+      detail::copy_with_segment(s, call.name, 0, static_cast<std::size_t>(call.bytes), nullptr, recv, root,
+                                call.what);
     });
+  } else {
+    done.run([&] { call.receive(); });
   }
   // Queued after this rank's copies: when it completes, this rank's recv holds the bytes (and the root's
   // sends are over), so the segment may serve another call.
-  detail::exchange_outcomes(s, done, what, "done", "taking the bytes");
-  side.entry.reset();
+  detail::exchange_outcomes(s, done, call.what, "done", "taking the bytes");
+}
+
+void Communicator::broadcast_from_host_async(std::span<const std::byte> data, void* recv, std::size_t capacity,
+                                             int root, cudaStream_t stream) {
+  CommunicatorState& s = *state_;
+  detail::DeviceGuard guard(s.device);
+  Call call(s, data, recv, capacity, root, call_text(root) + " (stream-ordered)", stream);
+  call.check_arguments();
+  detail::check_stream(s, stream, call.what);
+  detail::know_nodes(s, call.what);
+  // The exchanges run on the communicator's stream, which does not wait for the caller's: the host waits
+  // for them, never for the work queued before the call.
+  if (!call.agree()) return;
+
+  // After the communicator's earlier operations, on the GPU.
+  detail::stream_wait(stream, s.last);
+  Outcome queued{s.comm, {}};
+  if (call.route() == HostRoute::segment) {
+    queued.run([&] {
+      detail::queue_with_segment(s, call.name, 0, static_cast<std::size_t>(call.bytes), nullptr, recv, stream,
+                                 call.what);
+    });
+  }
+  // Before any NCCL work on the caller's stream: a rank that could not queue its copy makes every rank
+  // throw here, with nothing of NCCL's left waiting for it.
+  detail::exchange_outcomes(s, queued, call.what, "queued", "queueing a copy out of the root's segment");
+  try {
+    if (call.is_root()) {
+      call.side.queue(recv, call.plan);
+    } else if (call.route() == HostRoute::network) {
+      call.receive();
+    }
+    // The root's stream then waits for every rank's copy out of its segment: the segment (and the
+    // staging) go back to the arena (the pool) only once the root's stream is past them.
+    detail::reduce_to_root(s, stream, root, call.what);
+    s.last = detail::record_event(s.device, stream);
+  } catch (...) {
+    // The peers queued work that waits for this rank's: aborted, it ends, and their waits say so.
+    s.comm.abort();
+    throw;
+  }
 }
 
 }  // namespace gpuxfer

@@ -44,8 +44,10 @@ struct CommunicatorState {
   /// gather_to_host's root: the copies down of what NCCL brought from other nodes, piece by piece beside
   /// NCCL's receives on `stream` (made on first use).
   Stream down;
-  // The size exchange: world_size (bytes, capacity) pairs, on the device (NCCL needs device memory) and
-  // in pinned memory, so that the copies back never make the host wait outside a bounded wait.
+  // The exchanges of a few words: exchange_words a rank, on the device (NCCL needs device memory) and in
+  // pinned memory, so that the copies back never make the host wait outside a bounded wait; on the
+  // device, two words more after them for the stream-ordered host operations' reduction to the root.
+  static constexpr std::size_t exchange_words = 4;
   std::unique_ptr<std::uint64_t, DeviceFree> sizes_device;
   std::unique_ptr<std::uint64_t, PinnedFree> sizes_host;
   /// The end of the last operation queued: the next one waits for it, so that the operations of one
@@ -63,6 +65,9 @@ struct CommunicatorState {
   std::unique_ptr<HostCopyWorkers> host_copy;  ///< the root's copies of its host bytes, split over threads
   std::unique_ptr<std::byte, DeviceFree> staging;
   std::size_t staging_bytes = 0;
+  /// The segment size of the last gather_to_host this rank was the root of: the next one sets aside a free
+  /// segment of the arena that large before the sizes are known, and offers it in the first exchange.
+  std::size_t last_gather_segment = 0;
   SegmentArena arena;
   SegmentMappings mappings;
 

@@ -177,4 +177,8 @@ HostBroadcastPlan plan_host_broadcast(std::uint64_t bytes, std::span<const std::
   return plan;
 }
 
+bool offer_fits(const HostGatherPlan& plan, const RootOffer& offer) noexcept {
+  return offer.segment != 0 && plan.segment_bytes <= offer.segment_bytes && plan.staging_bytes <= offer.staging_bytes;
+}
+
 }  // namespace gpuxfer::detail

@@ -87,6 +87,19 @@ struct HostGatherPlan {
 [[nodiscard]] HostGatherPlan plan_host_gather(std::span<const std::uint64_t> sizes,
                                               std::span<const int> leaders, int root, std::size_t page);
 
+/// What gather_to_host's root offers in the call's first exchange, before it knows the other ranks' sizes:
+/// a free segment of its arena set aside (one an earlier call made) and its device staging as it is.
+struct RootOffer {
+  std::uint64_t segment = 0;  ///< the segment's id + 1; 0: none set aside
+  std::uint64_t segment_bytes = 0;
+  std::uint64_t staging_bytes = 0;
+};
+
+/// Whether @p plan fits @p offer, so that the call needs no "ready" exchange: the segment set aside holds
+/// every part and the staging every part from another node. Every rank decides it alike from the words
+/// exchanged.
+[[nodiscard]] bool offer_fits(const HostGatherPlan& plan, const RootOffer& offer) noexcept;
+
 struct HostBroadcastPlan {
   std::vector<HostRoute> route;   ///< per rank
   std::size_t segment_bytes = 0;  ///< the root's bytes, or 0: no rank of the root's node but the root takes them

@@ -106,27 +106,48 @@ std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id)
   return shared_segment_name(node.pid, node.nonce, id);
 }
 
-void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
-                       const void* from_device, void* to_device, int root, const std::string& what) {
+void queue_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
+                        const void* from_device, void* to_device, cudaStream_t stream, const std::string& what) {
   const std::string where = s.where + ": " + what + ": " + name + " from byte " + std::to_string(offset);
-  const RegisteredSegment& segment = s.mappings.get(name, s.device, s.stream.get(), where);
+  SegmentMappings::Mapping& mapping = s.mappings.get(name, s.device, where);
+  const RegisteredSegment& segment = *mapping.segment;
   if (segment.size() < offset + bytes) {
     throw Error(Errc::comm_error, where + ": the segment holds only " + std::to_string(segment.size()) +
                                       " bytes, not " + std::to_string(offset + bytes) +
                                       " (do the ranks agree on the sizes?)");
   }
   std::byte* part = segment.data() + offset;
-  const cudaStream_t stream = s.stream.get();
+  // Recorded whatever happens: a copy that CUDA took may be queued even when a later call fails.
+  struct After {
+    SegmentMappings::Mapping& mapping;
+    int device;
+    cudaStream_t stream;
+    ~After() { mapping.after = record_event_or_wait(device, stream); }
+  } after{mapping, s.device, stream};
   if (from_device != nullptr) {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(part, from_device, bytes, cudaMemcpyDeviceToHost, stream), where);
   } else {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(to_device, part, bytes, cudaMemcpyHostToDevice, stream), where);
   }
+}
+
+void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
+                       const void* from_device, void* to_device, int root, const std::string& what) {
+  queue_with_segment(s, name, offset, bytes, from_device, to_device, s.stream.get(), what);
   s.comm.wait(*record_event(s.device, s.stream.get()), what, rank_text(root));
 }
 
-void give_back_after_stream(CommunicatorState& s, std::span<HostBuffer> buffers) noexcept {
-  const SharedEvent after = record_event_or_wait(s.device, s.stream.get());
+void reduce_to_root(CommunicatorState& s, cudaStream_t stream, int root, const std::string& what) {
+  if (s.world_size == 1) return;
+  std::uint64_t* words = s.sizes_device.get() + CommunicatorState::exchange_words * static_cast<std::size_t>(s.world_size);
+  const std::string peers = s.rank == root ? other_ranks(s.rank, s.world_size) : rank_text(root);
+  launch(s, stream, what + " (the end on every rank's stream)", peers, [&] {
+    return ncclReduce(words, words + 1, 1, ncclUint64, ncclSum, root, s.comm.get(), stream);
+  });
+}
+
+void give_back_after_stream(CommunicatorState& s, cudaStream_t stream, std::span<HostBuffer> buffers) noexcept {
+  const SharedEvent after = record_event_or_wait(s.device, stream);
   for (HostBuffer& buffer : buffers) {
     if (after) release_after(std::move(buffer), after);
   }

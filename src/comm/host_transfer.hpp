@@ -72,17 +72,29 @@ std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, 
 /// The name of @p root's shared segment @p id (from the root's node record).
 [[nodiscard]] std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id);
 
-/// A rank of the root's node: copies @p bytes from @p from_device into bytes [offset, offset + bytes) of the
-/// root's shared segment @p name, or (@p from_device null) from there into @p to_device (device memory of
-/// this rank's device), through this rank's cached mapping of the whole segment (mapped and page-locked on
-/// the first call that names it), and waits for it (bounded by the timeout).
-/// @throws Error(Errc::comm_error) when the segment is missing or short, or the wait fails;
-///         Error(Errc::cuda_error / out_of_memory) for a failed CUDA call or mapping
+/// A rank of the root's node: queues on @p stream a copy of @p bytes from @p from_device into bytes
+/// [offset, offset + bytes) of the root's shared segment @p name, or (@p from_device null) from there into
+/// @p to_device (device memory of this rank's device), through this rank's cached mapping of the whole
+/// segment (mapped and page-locked on the first call that names it, kept at least until @p stream is past
+/// the copy).
+/// @throws Error(Errc::comm_error) when the segment is missing or short; Error(Errc::cuda_error /
+///         out_of_memory) for a failed CUDA call or mapping
+void queue_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
+                        const void* from_device, void* to_device, cudaStream_t stream, const std::string& what);
+
+/// queue_with_segment on the communicator's stream, then a wait for it (bounded by the timeout; @p root
+/// is named should it fail). @throws as queue_with_segment, and Error(Errc::comm_error) when the wait fails
 void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
                        const void* from_device, void* to_device, int root, const std::string& what);
 
-/// Gives @p buffers back to their pool once the communicator's stream is past the copies queued on them
-/// (a failure may leave them queued). Never throws.
-void give_back_after_stream(CommunicatorState& s, std::span<HostBuffer> buffers) noexcept;
+/// The stream-ordered host operations' end on @p stream: every rank's one-word ncclReduce to @p root, in
+/// the communicator's order. The root's reduction completes only once every rank has sent its word, that
+/// is once each rank's @p stream is past what the call queued there before: the root's stream then waits,
+/// on the GPU, for the other ranks' copies into or out of its segment. Nothing in a world of one.
+void reduce_to_root(CommunicatorState& s, cudaStream_t stream, int root, const std::string& what);
+
+/// Gives @p buffers back to their pool once @p stream is past the copies queued on them (a stream-ordered
+/// call's, or a failed one's). Never throws.
+void give_back_after_stream(CommunicatorState& s, cudaStream_t stream, std::span<HostBuffer> buffers) noexcept;
 
 }  // namespace gpuxfer::detail

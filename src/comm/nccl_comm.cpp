@@ -80,11 +80,15 @@ void NcclComm::check_usable(const std::string& what) const {
   }
 }
 
+void NcclComm::abort() noexcept {
+  if (comm_ == nullptr || aborted_) return;
+  DeviceGuard guard(device_, std::nothrow);
+  (void)ncclCommAbort(comm_);
+  aborted_ = true;
+}
+
 void NcclComm::fail(const std::string& what, const std::string& why) {
-  if (comm_ != nullptr && !aborted_) {
-    (void)ncclCommAbort(comm_);
-    aborted_ = true;
-  }
+  abort();
   throw Error(Errc::comm_error, where_ + ": " + what + ": " + why + "; the NCCL communicator is aborted");
 }
 

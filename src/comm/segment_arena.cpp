@@ -30,6 +30,10 @@ RegisteredSegment::~RegisteredSegment() {
   // segment_ unmaps (and unlinks, for the creator) as it goes.
 }
 
+ArenaEntry::~ArenaEntry() {
+  if (after) (void)after->synchronize();
+}
+
 ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes, std::size_t cached) {
   ArenaChoice choice;
   for (std::size_t i = 0; i < slots.size(); ++i) {
@@ -96,25 +100,56 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
   return chosen;
 }
 
+std::shared_ptr<ArenaEntry> SegmentArena::acquire_existing(std::size_t bytes) {
+  std::vector<ArenaSlot> slots;
+  slots.reserve(entries_.size());
+  for (const auto& entry : entries_)
+    slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
+  const ArenaChoice choice = choose_segment(slots, bytes, slots.size() + 1);
+  if (!choice.reuse) return nullptr;
+  std::shared_ptr<ArenaEntry> chosen = entries_[*choice.reuse];
+  chosen->after.reset();
+  chosen->last_used = ++clock_;
+  return chosen;
+}
+
 void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept {
   if (!entry) return;
   entry->after = record_event_or_wait(device, stream);
   entry.reset();
 }
 
-const RegisteredSegment& SegmentMappings::get(const std::string& name, int device, cudaStream_t stream,
-                                              const std::string& where) {
+std::optional<std::size_t> choose_mapping_to_release(std::span<const ArenaSlot> slots, std::size_t cached) {
+  if (slots.size() < cached) return std::nullopt;
+  std::optional<std::size_t> oldest;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].free) continue;
+    if (!oldest || slots[i].last_used < slots[*oldest].last_used) oldest = i;
+  }
+  return oldest;
+}
+
+namespace {
+
+// No copy through it may still be queued.
+bool is_idle(const SharedEvent& after) noexcept {
+  return !after || after->completed() || after->query() == cudaSuccess;
+}
+
+}  // namespace
+
+SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int device, const std::string& where) {
   for (Mapping& mapping : mappings_) {
     if (mapping.segment->name() != name) continue;
     mapping.last_used = ++clock_;
-    return *mapping.segment;
+    return mapping;
   }
-  if (mappings_.size() >= cached) {
-    const auto oldest =
-        std::min_element(mappings_.begin(), mappings_.end(),
-                         [](const Mapping& a, const Mapping& b) { return a.last_used < b.last_used; });
-    (void)cudaStreamSynchronize(stream);  // only a failed call's copy can be queued on it: bounded
-    mappings_.erase(oldest);
+  std::vector<ArenaSlot> slots;
+  slots.reserve(mappings_.size());
+  for (const Mapping& mapping : mappings_)
+    slots.push_back({mapping.segment->size(), is_idle(mapping.after), mapping.last_used});
+  if (const auto release = choose_mapping_to_release(slots, cached)) {
+    mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(*release));
   }
   SharedSegment whole;
   try {
@@ -123,8 +158,15 @@ const RegisteredSegment& SegmentMappings::get(const std::string& name, int devic
     throw Error(e.code(), where + ": " + e.message());  // the call, the ranks and the offset too
   }
   auto segment = std::make_unique<RegisteredSegment>(std::move(whole), device, where);
-  mappings_.push_back({std::move(segment), ++clock_});
-  return *mappings_.back().segment;
+  mappings_.push_back({std::move(segment), ++clock_, nullptr});
+  return mappings_.back();
+}
+
+void SegmentMappings::clear() noexcept {
+  for (const Mapping& mapping : mappings_) {
+    if (mapping.after) (void)mapping.after->synchronize();
+  }
+  mappings_.clear();
 }
 
 }  // namespace gpuxfer::detail

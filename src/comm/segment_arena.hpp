@@ -47,10 +47,16 @@ class RegisteredSegment {
 struct ArenaEntry {
   ArenaEntry(std::uint64_t id, SharedSegment segment, int device, const std::string& where)
       : id(id), segment(std::move(segment), device, where) {}
-  std::uint64_t id;           ///< the last part of its name, sent to the other ranks in the "ready" exchange
+  /// Waits on the host for `after` first: the memory is unregistered only once no copy uses it.
+  ~ArenaEntry();
+  ArenaEntry(const ArenaEntry&) = delete;
+  ArenaEntry& operator=(const ArenaEntry&) = delete;
+  std::uint64_t id;           ///< the last part of its name, sent to the other ranks in the first exchanges
   RegisteredSegment segment;  ///< created by this process, linked while cached
   std::uint64_t last_used = 0;
-  SharedEvent after;  ///< a failed call's copies into or out of it may be queued until this completes
+  /// A stream-ordered call's copies into or out of it (or a failed call's) may be queued until this
+  /// completes: the arena hands it out again only then.
+  SharedEvent after;
 };
 
 /// What the arena knows of an entry when a call asks for one.
@@ -72,6 +78,12 @@ struct ArenaChoice {
 [[nodiscard]] ArenaChoice choose_segment(std::span<const ArenaSlot> slots, std::size_t bytes,
                                          std::size_t cached);
 
+/// Of a rank's mappings (@p slots: free = no copy through it may still be queued), the one to release to
+/// make room for a new one when @p cached are kept: the least recently used free one; none while fewer
+/// than @p cached are kept, or when every one is busy (the new one is then kept beside them).
+[[nodiscard]] std::optional<std::size_t> choose_mapping_to_release(std::span<const ArenaSlot> slots,
+                                                                   std::size_t cached);
+
 /// The root's segments (gather_to_host's results, broadcast_from_host's bytes), in one process.
 class SegmentArena {
  public:
@@ -84,6 +96,9 @@ class SegmentArena {
   ///         cuda_error) for another failure to make the segment
   [[nodiscard]] std::shared_ptr<ArenaEntry> acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
                                                     int device, const std::string& where);
+  /// As acquire, among the entries made before only (none made, none released): null when no free one
+  /// holds @p bytes. Never throws but std::bad_alloc.
+  [[nodiscard]] std::shared_ptr<ArenaEntry> acquire_existing(std::size_t bytes);
 
   /// Releases the arena's hold on every entry; the ones results still hold live on in them.
   void clear() noexcept { entries_.clear(); }
@@ -99,27 +114,31 @@ class SegmentArena {
 /// or out of the entry may still be queued): the arena reuses the entry only then. Never throws.
 void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept;
 
-/// A rank of the root's node: its mappings of whole segments, the `cached` most recently used.
+/// A rank of the root's node: its mappings of whole segments, the `cached` most recently used that no
+/// queued copy still uses (a busy one is never released: more are kept meanwhile).
 class SegmentMappings {
  public:
   static constexpr std::size_t cached = 3;
 
-  /// The whole segment @p name, mapped and registered on its first use and kept for later calls. Making
-  /// room for it first waits for @p stream (the calls that used the one released wait for their copies,
-  /// but a failed one may have left its copy queued). @p where names the call in messages.
-  /// @throws Error(Errc::comm_error) when the segment is missing; Error(Errc::cuda_error / out_of_memory)
-  ///         for a failed mapping or registration
-  [[nodiscard]] const RegisteredSegment& get(const std::string& name, int device, cudaStream_t stream,
-                                             const std::string& where);
-
-  void clear() noexcept { mappings_.clear(); }
-  [[nodiscard]] bool empty() const noexcept { return mappings_.empty(); }
-
- private:
   struct Mapping {
     std::unique_ptr<RegisteredSegment> segment;
     std::uint64_t last_used = 0;
+    /// The end of the last copy queued through it (a stream-ordered call's, or a failed one's): it is
+    /// released only once this completes.
+    SharedEvent after;
   };
+
+  /// The mapping of the whole segment @p name, mapped and registered on its first use and kept for later
+  /// calls, making room first as choose_mapping_to_release says. @p where names the call in messages.
+  /// @throws Error(Errc::comm_error) when the segment is missing; Error(Errc::cuda_error / out_of_memory)
+  ///         for a failed mapping or registration
+  [[nodiscard]] Mapping& get(const std::string& name, int device, const std::string& where);
+
+  /// Releases every mapping, first waiting on the host for the copies still queued through them. Never throws.
+  void clear() noexcept;
+  [[nodiscard]] bool empty() const noexcept { return mappings_.empty(); }
+
+ private:
   std::vector<Mapping> mappings_;
   std::uint64_t clock_ = 0;
 };

@@ -164,6 +164,22 @@ TEST(HostGatherPlan, RefusesABadRootMismatchedSpansAndSizesThatDoNotFit) {
       Errc::invalid_argument, "more than fits in memory"));
 }
 
+TEST(HostGatherPlan, AnOfferFitsWhenItsSegmentAndStagingHoldThePlan) {
+  // Two ranks on the root's node and one on another: 3 parts of pages, one of them staged.
+  const std::vector<int> leaders{0, 0, 2};
+  const std::vector<std::uint64_t> sizes{4096, 100, 5000};
+  const auto plan = detail::plan_host_gather(sizes, leaders, 0, 4096);
+  ASSERT_EQ(plan.segment_bytes, 4096u + 4096u + 8192u);
+  ASSERT_EQ(plan.staging_bytes, 5120u);
+  EXPECT_TRUE(detail::offer_fits(plan, {1, 16384, 5120})) << "segment id 0, exactly large enough";
+  EXPECT_TRUE(detail::offer_fits(plan, {8, 1 << 20, 1 << 20}));
+  EXPECT_FALSE(detail::offer_fits(plan, {0, 1 << 20, 1 << 20})) << "no segment set aside";
+  EXPECT_FALSE(detail::offer_fits(plan, {1, 16383, 5120})) << "one byte short of the segment";
+  EXPECT_FALSE(detail::offer_fits(plan, {1, 16384, 5119})) << "the staging one byte short";
+  const auto local = detail::plan_host_gather(sizes, std::vector<int>{0, 0, 0}, 0, 4096);
+  EXPECT_TRUE(detail::offer_fits(local, {1, 16384, 0})) << "nothing over NCCL: no staging needed";
+}
+
 TEST(HostRoutes, TheRootsNodeTakesTheSegmentOtherNodesTheNetwork) {
   const std::vector<int> leaders{0, 0, 2, 2, 0};
   EXPECT_EQ(detail::host_routes(leaders, 4, "op"),

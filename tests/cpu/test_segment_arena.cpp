@@ -1,5 +1,7 @@
 // The root's arena of reused shared segments without a GPU: which entry a call takes (the smallest free
-// one that fits, else a new one) and which free ones are released to keep the cache small.
+// one that fits, else a new one) and which free ones are released to keep the cache small; and which of a
+// rank's mappings of the root's segments makes room for a new one (never one a queued copy still uses).
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -74,6 +76,25 @@ TEST(SegmentArena, ACapOfZeroReleasesEveryOtherFreeEntry) {
   ASSERT_TRUE(choice.reuse);
   EXPECT_EQ(*choice.reuse, 1u);
   EXPECT_EQ(choice.evict, (Indices{0}));
+}
+
+TEST(SegmentMappings, BelowTheCapNothingIsReleased) {
+  const std::vector<ArenaSlot> two{{4096, true, 1}, {4096, true, 2}};
+  EXPECT_FALSE(detail::choose_mapping_to_release(two, 3));
+  EXPECT_FALSE(detail::choose_mapping_to_release({}, 3));
+}
+
+TEST(SegmentMappings, AtTheCapTheLeastRecentlyUsedIdleOneGoes) {
+  const std::vector<ArenaSlot> three{{4096, true, 7}, {8192, true, 3}, {4096, true, 5}};
+  EXPECT_EQ(detail::choose_mapping_to_release(three, 3), std::optional<std::size_t>{1});
+}
+
+TEST(SegmentMappings, AMappingAQueuedCopyStillUsesStays) {
+  // The least recently used one is busy (a stream-ordered copy through it still queued): the next goes.
+  const std::vector<ArenaSlot> slots{{4096, false, 1}, {4096, true, 4}, {4096, true, 2}};
+  EXPECT_EQ(detail::choose_mapping_to_release(slots, 3), std::optional<std::size_t>{2});
+  const std::vector<ArenaSlot> busy{{4096, false, 1}, {4096, false, 2}, {4096, false, 3}};
+  EXPECT_FALSE(detail::choose_mapping_to_release(busy, 3)) << "all busy: the new one is kept beside them";
 }
 
 }  // namespace

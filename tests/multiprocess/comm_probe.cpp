@@ -2,7 +2,8 @@
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
 //                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them;
 //                    broadcast_from_host from pageable and pinned host memory, and a recv too small refused
-//                    on every rank), every byte compared; gather_to_host's reused segments (results of two
+//                    on every rank; the stream-ordered host operations behind a slow producer on their
+//                    stream, gather_to_host_async with a write queued right behind it), every byte compared; gather_to_host's reused segments (results of two
 //                    calls alive at once apart, a later call's in the same memory once they are dropped,
 //                    results still right after the communicator is gone, no /dev/shm segment left after
 //                    them); prints "rank R of N: no shared segment left" and "rank R of N: C checks
@@ -42,6 +43,7 @@ using gpuxfer::Communicator;
 using gpuxfer::testing::DeviceMemory;
 using gpuxfer::testing::cuda_check;
 constexpr std::byte poison{0xA5};
+constexpr std::uint64_t slow_ns = 2'000'000;  ///< a slow producer's spin: 2 ms
 
 std::uint64_t seed_of(int rank, std::size_t bytes) { return gpuxfer::pattern::seed_for(bytes + 17, rank); }
 
@@ -117,18 +119,28 @@ struct Checker {
   }
 
   // gather_to_host: on the root one HostBuffer per rank holding exactly that rank's bytes, elsewhere none.
-  // The send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not waited):
-  // the gather must start after it.
-  void gather_to_host(std::size_t base, bool equal, int root) {
+  // Blocking: the send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not
+  // waited): the gather must start after it. Stream-ordered: a slow producer writes it on @p stream and a
+  // poison is queued right behind the call there: the gather must read after the one, before the other.
+  void gather_to_host(std::size_t base, bool equal, int root, bool async, cudaStream_t stream) {
     const auto size_of = [&](int r) { return equal ? base : base + 3 * static_cast<std::size_t>(r); };
     const std::size_t mine = size_of(comm.rank());
-    const std::string what = "gather_to_host " + std::to_string(mine) + " to " + std::to_string(root);
+    const std::string what = std::string(async ? "gather_to_host_async " : "gather_to_host ") +
+                             std::to_string(mine) + " to " + std::to_string(root);
     DeviceMemory send(comm.device(), mine + 64);
-    std::vector<std::byte> host(mine);
-    gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + 1);
-    if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
-    const auto out = comm.gather_to_host(send.get(), mine, root);
-    cuda_check(cudaStreamSynchronize(0), "the fill");
+    std::vector<gpuxfer::HostBuffer> out;
+    if (async) {
+      if (mine > 0) gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + 1, slow_ns, stream);
+      out = comm.gather_to_host_async(send.get(), mine, root, stream);
+      if (mine > 0) cuda_check(cudaMemsetAsync(send.get(), static_cast<int>(poison), mine, stream), "poison");
+      comm.synchronize(stream);
+    } else {
+      std::vector<std::byte> host(mine);
+      gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + 1);
+      if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
+      out = comm.gather_to_host(send.get(), mine, root);
+      cuda_check(cudaStreamSynchronize(0), "the fill");
+    }
     ++checks;
     if (comm.rank() != root) {
       if (!out.empty() && first_failure.empty()) first_failure = what + ": a non-root rank got buffers";
@@ -218,26 +230,33 @@ struct Checker {
   }
 
   // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
-  // (the 64 past the size must stay poisoned). The recv is poisoned, and pinned data filled from the
-  // device, on the legacy default stream just before (not waited): the broadcast must start after both.
-  void broadcast_from_host(std::size_t bytes, int root, bool pinned) {
-    const std::string what = "broadcast_from_host " + std::to_string(bytes) + " from " + std::to_string(root) +
+  // (the 64 past the size must stay poisoned). Blocking: the recv is poisoned, and pinned data filled from
+  // the device, on the legacy default stream just before (not waited): the broadcast must start after
+  // both. Stream-ordered: a slow kernel then the poison are queued on @p stream before the call (the data
+  // filled before it): the broadcast must write after both.
+  void broadcast_from_host(std::size_t bytes, int root, bool pinned, bool async, cudaStream_t stream) {
+    const std::string what = std::string(async ? "broadcast_from_host_async " : "broadcast_from_host ") +
+                             std::to_string(bytes) + " from " + std::to_string(root) +
                              (pinned ? " (pinned)" : " (pageable)");
     DeviceMemory recv(comm.device(), bytes + 64);
-    cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, 0), "poison");
+    const cudaStream_t order = async ? stream : cudaStream_t{0};
+    if (async) gpuxfer::pattern::fill_device_slow(recv.get(), bytes + 64, seed(root, bytes) + 3, slow_ns, stream);
+    cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, order), "poison");
     std::vector<std::byte> pageable;
     gpuxfer::testing::PinnedMemory locked;
     DeviceMemory source;
     std::span<const std::byte> data;
     if (comm.rank() == root) {
       if (pinned) {
-        // Pattern on the device, copied into the pinned data on the legacy default stream.
+        // Pattern on the device, copied into the pinned data (on the legacy default stream, not waited, for
+        // the blocking form; the stream-ordered one reads the data on the host during the call).
         locked = gpuxfer::testing::PinnedMemory(bytes);
         std::vector<std::byte> pattern(bytes);
         gpuxfer::pattern::fill_host(pattern, seed(root, bytes) + 2);
         source = DeviceMemory(comm.device(), bytes + 1);
         cuda_check(cudaMemcpy(source.get(), pattern.data(), bytes, cudaMemcpyHostToDevice), "fill");
         cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
+        if (async) cuda_check(cudaStreamSynchronize(0), "fill");
         data = locked.span();
       } else {
         pageable.resize(bytes);
@@ -245,10 +264,36 @@ struct Checker {
         data = pageable;
       }
     }
-    comm.broadcast_from_host(data, recv.get(), bytes + 64, root);
+    if (async) {
+      comm.broadcast_from_host_async(data, recv.get(), bytes + 64, root, stream);
+      comm.synchronize(stream);
+    } else {
+      comm.broadcast_from_host(data, recv.get(), bytes + 64, root);
+    }
     const auto got = read(recv);
     expect(got, 0, bytes, seed(root, bytes) + 2, what);
     expect_tail(got, bytes, what);
+  }
+
+  // Two stream-ordered broadcast_from_host calls back to back, the first behind a slow producer on
+  // @p stream, with different bytes: the root writes the second's bytes into its segment on the host
+  // while the first's copies out of a segment may still wait on the GPU, so the second must not take the
+  // first's segment before the root's stream is past the first. Each recv must hold its own call's bytes.
+  void broadcast_from_host_back_to_back(int root, cudaStream_t stream) {
+    const std::size_t bytes = (1 << 20) + 7;
+    const std::string what = "broadcast_from_host_async twice from " + std::to_string(root);
+    DeviceMemory first = make(bytes, std::nullopt);
+    DeviceMemory second = make(bytes, std::nullopt);
+    std::vector<std::byte> a(comm.rank() == root ? bytes : 0);
+    std::vector<std::byte> b(comm.rank() == root ? bytes : 0);
+    gpuxfer::pattern::fill_host(a, seed(root, bytes) + 20);
+    gpuxfer::pattern::fill_host(b, seed(root, bytes) + 21);
+    gpuxfer::pattern::fill_device_slow(first.get(), bytes, seed(root, bytes) + 22, slow_ns, stream);
+    comm.broadcast_from_host_async(a, first.get(), bytes, root, stream);
+    comm.broadcast_from_host_async(b, second.get(), bytes, root, stream);
+    comm.synchronize(stream);
+    expect(read(first), 0, bytes, seed(root, bytes) + 20, what + " (the first)");
+    expect(read(second), 0, bytes, seed(root, bytes) + 21, what + " (the second)");
   }
 
   // A recv one byte short on rank 0 is refused on every rank, naming rank 0; the communicator stays usable.
@@ -319,6 +364,7 @@ int run_ops(bool separate_nodes) {
     ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
   }
   std::optional<Communicator> comm(Communicator::from_environment());
+  cuda_check(cudaSetDevice(comm->device()), "cudaSetDevice");  // the pattern kernels' device
   const int rank = comm->rank();
   const int world = comm->world_size();
   Checker check{*comm, 0, {}};
@@ -333,18 +379,17 @@ int run_ops(bool separate_nodes) {
           check.broadcast(bytes, a, async, stream.get());
           check.gather(bytes, true, a, async, stream.get());
           check.gather(bytes, false, a, async, stream.get());
-          if (async) {
-            check.gather_to_host(bytes, true, a);
-            check.gather_to_host(bytes, false, a);
-            check.broadcast_from_host(bytes, a, false);
-            check.broadcast_from_host(bytes, a, true);
-          }
+          check.gather_to_host(bytes, true, a, async, stream.get());
+          check.gather_to_host(bytes, false, a, async, stream.get());
+          check.broadcast_from_host(bytes, a, false, async, stream.get());
+          check.broadcast_from_host(bytes, a, true, async, stream.get());
           for (int b = 0; b < world; ++b) check.copy(bytes, a, b, async, stream.get());
         }
         check.all_gather(bytes, async, stream.get());
       }
     }
     for (int a = 0; a < world; ++a) kept.push_back(check.gather_to_host_reuse(a));
+    for (int a = 0; a < world; ++a) check.broadcast_from_host_back_to_back(a, stream.get());
     check.broadcast_from_host_refused(world - 1);
     check.broadcast(4099, 0, false, stream.get());  // still usable after the refusal
   }

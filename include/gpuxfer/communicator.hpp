@@ -45,7 +45,14 @@ struct CommunicatorOptions {
 /// the ranks' exchanges of sizes, which never wait for the caller's stream). The operations of one
 /// communicator also run in the order they are called, whatever their streams. Blocking forms start after
 /// the work queued on the legacy default stream, as cudaMemcpy does, and return when the data is in place.
-/// CUDA graph capture is refused (Errc::unsupported) in this version.
+///
+/// CUDA graphs. broadcast_async, all_gather_async and copy_async can be captured (NCCL's kernels and the
+/// copies, nothing waited for on the host); a captured operation is ordered with the capturing stream
+/// alone, not with this communicator's other operations, so launch the graph where no other operation of
+/// this communicator runs at once (on the stream its other work goes to, or after synchronize), as NCCL
+/// requires of the operations of one communicator; every rank must capture and launch the same
+/// operations in the same order. The operations that wait on the host for an exchange between the ranks
+/// (gather_async, the host operations) throw Errc::unsupported while their stream captures, saying why.
 ///
 /// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
 /// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
@@ -103,7 +110,7 @@ class Communicator {
   /// @p bytes must be the same on every rank.
   /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
   ///         @p buffer is not @p bytes of this rank's device memory; Error(Errc::comm_error) when the
-  ///         communicator was aborted; Error(Errc::unsupported) while @p stream captures
+  ///         communicator was aborted
   void broadcast_async(void* buffer, std::size_t bytes, int root, cudaStream_t stream);
   /// Blocking broadcast_async. @throws as broadcast_async, and Error(Errc::comm_error) on a timeout or
   ///         a peer's failure
@@ -114,7 +121,8 @@ class Communicator {
   /// sizes (a host wait, bounded). Returns on every rank where each rank's bytes land on the root
   /// (GatherPiece::device is the rank).
   /// @throws Error(Errc::invalid_argument) on every rank when the root's capacity is smaller than the sum;
-  ///         otherwise as broadcast_async, and Error(Errc::comm_error) when the size exchange fails
+  ///         otherwise as broadcast_async, Error(Errc::comm_error) when the size exchange fails, and
+  ///         Error(Errc::unsupported) while @p stream captures
   std::vector<GatherPiece> gather_async(const void* send, std::size_t bytes, void* recv, std::size_t capacity,
                                         int root, cudaStream_t stream);
   /// Blocking gather_async. @throws as gather_async and broadcast

@@ -40,22 +40,32 @@ inline void check_buffer(const CommunicatorState& s, const void* ptr, std::size_
   }
 }
 
-// Checks that @p stream can take the operation and that the communicator is usable.
-inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::string& what) {
-  s.comm.check_usable(what);
+// Whether @p stream is capturing into a CUDA graph (in any mode).
+inline bool capturing(const CommunicatorState& s, cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &capture), s.where + ": " + what);
-  if (capture != cudaStreamCaptureStatusNone) {
-    throw Error(Errc::unsupported, s.where + ": " + what + " cannot be captured into a CUDA graph yet");
+  return capture != cudaStreamCaptureStatusNone;
+}
+
+// Checks that the communicator is usable and that @p stream can take the operation: while it captures,
+// only an operation that needs no host wait (@p why_not, when set, says why this one does).
+inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::string& what,
+                         const char* why_not = nullptr) {
+  s.comm.check_usable(what);
+  if (why_not != nullptr && capturing(s, stream, what)) {
+    throw Error(Errc::unsupported, s.where + ": " + what + " cannot be captured into a CUDA graph: " + why_not);
   }
 }
 
 // Queues @p calls (NCCL calls returning the first failure) as one group on @p stream, after the
-// communicator's previous operation; the next operation waits for this one.
+// communicator's previous operation; the next operation waits for this one. Into a graph @p stream
+// captures, the group is ordered with that stream alone: an event recorded outside the capture cannot be
+// waited for inside it, nor one recorded inside it outside.
 template <class Calls>
 void launch(CommunicatorState& s, cudaStream_t stream, const std::string& what, const std::string& peers,
             Calls&& calls) {
-  stream_wait(stream, s.last);
+  const bool captured = capturing(s, stream, what);
+  if (!captured) stream_wait(stream, s.last);
   GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), s.where + ": " + what);
   const ncclResult_t queued = calls();
   const ncclResult_t ended = ncclGroupEnd();
@@ -63,7 +73,7 @@ void launch(CommunicatorState& s, cudaStream_t stream, const std::string& what, 
     GPUXFER_NCCL_TRY_CTX(queued, s.where + ": " + what);
   }
   s.comm.settle(ended, what, peers);
-  s.last = record_event(s.device, stream);
+  if (!captured) s.last = record_event(s.device, stream);
 }
 
 // Runs @p async on the communicator's own stream after the legacy default stream's work, then waits.

@@ -80,7 +80,9 @@ std::vector<GatherPiece> Communicator::gather_async(const void* send, std::size_
   detail::check_rank(s, root, "root", what);
   detail::check_buffer(s, send, bytes, "send", what);
   if (s.rank == root) detail::check_buffer(s, recv, capacity, "recv", what);
-  detail::check_stream(s, stream, what);
+  detail::check_stream(s, stream, what,
+                       "it first exchanges the ranks' sizes, a wait on the host (broadcast_async, all_gather_async "
+                       "and copy_async can be captured)");
   const std::vector<std::uint64_t> sizes = exchange_sizes(s, bytes, s.rank == root ? capacity : 0, what);
   std::vector<GatherPiece> pieces;
   std::size_t total = 0;

@@ -200,7 +200,7 @@ void Communicator::broadcast_from_host_async(std::span<const std::byte> data, vo
   detail::DeviceGuard guard(s.device);
   Call call(s, data, recv, capacity, root, call_text(root) + " (stream-ordered)", stream);
   call.check_arguments();
-  detail::check_stream(s, stream, call.what);
+  detail::check_stream(s, stream, call.what, "its exchanges with the other ranks wait on the host");
   detail::know_nodes(s, call.what);
   // The exchanges run on the communicator's stream, which does not wait for the caller's: the host waits
   // for them, never for the work queued before the call.

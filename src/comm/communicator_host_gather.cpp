@@ -271,7 +271,7 @@ std::vector<HostBuffer> Communicator::gather_to_host_async(const void* send, std
   Call call(s, send, bytes, root, call_text(bytes, root) + " (stream-ordered)", stream);
   detail::check_rank(s, root, "root", call.what);
   detail::check_buffer(s, send, bytes, "send", call.what);
-  detail::check_stream(s, stream, call.what);
+  detail::check_stream(s, stream, call.what, "its exchanges with the other ranks wait on the host");
   detail::know_nodes(s, call.what);
   // The exchanges run on the communicator's stream, which does not wait for the caller's: the host waits
   // for them, never for the work queued before the call.

@@ -1,5 +1,6 @@
 // Communicator's operations: checks, then one NCCL group queued after the caller's stream and the
-// communicator's previous operation; the blocking forms add a bounded host wait.
+// communicator's previous operation; the blocking forms add a bounded host wait. None needs the host, so
+// each can be captured into a CUDA graph.
 #include <gpuxfer/communicator.hpp>
 
 #include <string>
@@ -75,7 +76,11 @@ void Communicator::copy_async(int src, int dst, const void* send, void* recv, st
   check_stream(s, stream, what);
   if (bytes == 0 || (s.rank != src && s.rank != dst)) return;
   if (src == dst) {
+    // No NCCL, but in the communicator's order all the same (a broadcast into send just before, say).
+    const bool captured = detail::capturing(s, stream, what);
+    if (!captured) detail::stream_wait(stream, s.last);
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream), s.where + ": " + what);
+    if (!captured) s.last = detail::record_event(s.device, stream);
     return;
   }
   const int peer = s.rank == src ? dst : src;

@@ -12,6 +12,9 @@
 //                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
 //                    and broadcast_from_host take the path between nodes (NCCL with the root's GPU) instead
 //                    of the shared segment
+//   graphs           broadcast_async, all_gather_async and copy_async captured into a CUDA graph and
+//                    replayed 100 times behind a producer that writes new bytes before each replay, every
+//                    replay verified; the operations that need the host refused while capturing
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <cstdio>
@@ -426,6 +429,92 @@ int run_ops(bool separate_nodes) {
   return 0;
 }
 
+// The operations that need no host wait, captured once into a CUDA graph (broadcast_async from rank 0,
+// all_gather_async, copy_async from rank 0 to the last rank) and replayed 100 times, a producer kernel
+// writing new bytes (a seed of the replay) into the sources on the same stream before each replay; every
+// replay's results counted on the GPU, byte for byte. The operations that wait on the host for an
+// exchange (gather_async, gather_to_host_async, broadcast_from_host_async) are refused while the stream
+// captures, with Errc::unsupported. Prints "rank R of N: 100 replays verified" and exits 0.
+int run_graphs() {
+  Communicator comm = Communicator::from_environment();
+  cuda_check(cudaSetDevice(comm.device()), "cudaSetDevice");
+  const int rank = comm.rank();
+  const int world = comm.world_size();
+  const int last = world - 1;
+  const std::size_t bytes = (1 << 20) + 7;
+  const auto total = bytes * static_cast<std::size_t>(world);
+  DeviceMemory send(comm.device(), bytes);
+  DeviceMemory buffer(comm.device(), bytes);
+  DeviceMemory gathered(comm.device(), total);
+  DeviceMemory copied(comm.device(), bytes);
+  gpuxfer::testing::Stream stream(comm.device());
+  const auto seed = [](int r, int replay) { return seed_of(r, 1000 + static_cast<std::size_t>(replay)); };
+  std::string failure;
+
+  // Refused while capturing, before anything is queued or exchanged (every rank alike).
+  cuda_check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "begin capture");
+  const auto refused = [&](const char* what, auto&& call) {
+    try {
+      call();
+      if (failure.empty()) failure = std::string(what) + " while capturing: not refused";
+    } catch (const gpuxfer::Error& e) {
+      if (e.code() != gpuxfer::Errc::unsupported && failure.empty()) failure = std::string(what) + ": " + e.what();
+    }
+  };
+  refused("gather_async", [&] { (void)comm.gather_async(send.get(), bytes, gathered.get(), total, 0, stream.get()); });
+  refused("gather_to_host_async", [&] { (void)comm.gather_to_host_async(send.get(), bytes, 0, stream.get()); });
+  refused("broadcast_from_host_async",
+          [&] { comm.broadcast_from_host_async({}, buffer.get(), bytes, 0, stream.get()); });
+  cudaGraph_t empty = nullptr;
+  cuda_check(cudaStreamEndCapture(stream.get(), &empty), "end capture");
+  if (empty != nullptr) cuda_check(cudaGraphDestroy(empty), "destroy");
+
+  cuda_check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "begin capture");
+  comm.broadcast_async(buffer.get(), bytes, 0, stream.get());
+  comm.all_gather_async(send.get(), bytes, gathered.get(), total, stream.get());
+  comm.copy_async(0, last, send.get(), copied.get(), bytes, stream.get());
+  cudaGraph_t graph = nullptr;
+  cuda_check(cudaStreamEndCapture(stream.get(), &graph), "end capture");
+  cudaGraphExec_t exec = nullptr;
+  cuda_check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+
+  int checks = 0;
+  const auto expect = [&](const void* data, std::size_t size, std::uint64_t pattern, const std::string& what) {
+    ++checks;
+    const std::size_t wrong = gpuxfer::pattern::count_mismatches_device(data, size, pattern, 0, stream.get());
+    if (wrong != 0 && failure.empty()) failure = what + ": " + std::to_string(wrong) + " wrong bytes";
+  };
+  constexpr int replays = 100;
+  for (int i = 0; i < replays && failure.empty(); ++i) {
+    gpuxfer::pattern::fill_device(send.get(), bytes, seed(rank, i), 0, stream.get());
+    if (rank == 0) gpuxfer::pattern::fill_device(buffer.get(), bytes, seed(rank, i) + 7, 0, stream.get());
+    cuda_check(cudaGraphLaunch(exec, stream.get()), "launch");
+    comm.synchronize(stream.get());
+    const std::string what = "replay " + std::to_string(i);
+    expect(buffer.get(), bytes, seed(0, i) + 7, what + ": broadcast_async");
+    for (int r = 0; r < world; ++r) {
+      expect(static_cast<const std::byte*>(gathered.get()) + bytes * static_cast<std::size_t>(r), bytes, seed(r, i),
+             what + ": all_gather_async, rank " + std::to_string(r) + "'s part");
+    }
+    if (rank == last) expect(copied.get(), bytes, seed(0, i), what + ": copy_async");
+  }
+  cuda_check(cudaGraphExecDestroy(exec), "destroy");
+  cuda_check(cudaGraphDestroy(graph), "destroy");
+  // Still usable after the graph, in its ordinary order.
+  gpuxfer::pattern::fill_device(send.get(), bytes, seed(rank, replays), 0, stream.get());
+  comm.all_gather_async(send.get(), bytes, gathered.get(), total, stream.get());
+  comm.synchronize(stream.get());
+  expect(static_cast<const std::byte*>(gathered.get()) + bytes * static_cast<std::size_t>(last), bytes,
+         seed(last, replays), "all_gather_async after the graph");
+  if (!failure.empty()) {
+    std::printf("rank %d of %d: FAILED: %s\n", rank, world, failure.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d: %d replays verified\n", rank, world, replays);
+  std::printf("rank %d of %d: %d checks passed\n", rank, world, checks);
+  return 0;
+}
+
 int exit_early(int leaver) {
   const auto env = gpuxfer::detail::launch_env_from_process();
   if (env.rank == leaver) {
@@ -446,6 +535,7 @@ int exit_early(int leaver) {
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "ops") return run_ops(argc > 2 && std::string(argv[2]) == "separate-nodes");
+  if (mode == "graphs") return run_graphs();
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

@@ -1,6 +1,7 @@
 // Communicator across processes on GPUs, through comm_probe: a world of one on one GPU, a world of two
 // started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host and broadcast_from_host
-// through the shared segment, and with each rank a node of its own over NCCL), and a rank that leaves before NCCL
+// through the shared segment, and with each rank a node of its own over NCCL), the operations that need no
+// host wait captured into a CUDA graph and replayed, and a rank that leaves before NCCL
 // (the other fails within GPUXFER_TIMEOUT, naming it). Skips, saying why, without enough GPUs.
 #include <chrono>
 #include <string>
@@ -53,6 +54,23 @@ TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
   // One node: gather_to_host's and broadcast_from_host's rank 1 go through the shared segment.
   EXPECT_TRUE(has(run, "rank 1 of 2 (device 1): on node '")) << run.output;
   EXPECT_TRUE(has(run, "', with the node of rank 0")) << run.output;
+}
+
+// The operations that need no host wait, captured into a CUDA graph and replayed 100 times, each replay
+// behind a producer writing new bytes, every replay verified; the others refused while capturing.
+TEST(CommunicatorGpu, AWorldOfOneReplaysCapturedOperations) {
+  REQUIRE_GPUS(1);
+  const LaunchRun run = launch("-n 1 -- " + probe + " graphs", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(has(run, "[0] rank 0 of 1: 100 replays verified")) << run.output;
+}
+
+TEST(CommunicatorGpu, AWorldOfTwoReplaysCapturedOperations) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run = launch("-n 2 -- " + probe + " graphs", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(has(run, "[0] rank 0 of 2: 100 replays verified")) << run.output;
+  EXPECT_TRUE(has(run, "[1] rank 1 of 2: 100 replays verified")) << run.output;
 }
 
 // NCCL's network transport, the path between nodes, on one machine.

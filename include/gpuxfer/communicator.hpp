@@ -41,9 +41,11 @@ struct CommunicatorOptions {
 ///
 /// Ordering. The stream-ordered forms (`_async`, taking a cudaStream_t, no default; 0 is the legacy
 /// default stream) start after the work queued on that stream and complete when it gets past them; they
-/// return once the work is queued (gather_async and the host operations' forms first wait on the host for
-/// the ranks' exchanges of sizes, which never wait for the caller's stream). The operations of one
-/// communicator also run in the order they are called, whatever their streams. Blocking forms start after
+/// return once the work is queued. gather_async and the host operations' forms first wait on the host for
+/// exchanges between the ranks (their sizes), which do not wait for the work the caller queued before the
+/// call, but do wait for this communicator's previous operation to end: after a stream-ordered operation
+/// that sits behind a slow producer, the next call's host waits for both (within the timeout). The
+/// operations of one communicator also run in the order they are called, whatever their streams. Blocking forms start after
 /// the work queued on the legacy default stream, as cudaMemcpy does, and return when the data is in place.
 ///
 /// CUDA graphs. broadcast_async, all_gather_async and copy_async can be captured (NCCL's kernels and the
@@ -92,7 +94,8 @@ class Communicator {
   [[nodiscard]] static Communicator from_exchange(int rank, int world_size, int local_rank, const BlobExchange& exchange,
                                                   const CommunicatorOptions& options = {});
 
-  /// Releases the NCCL communicator: finalised within the timeout, else aborted. Never throws.
+  /// Waits for the last operation (a stream-ordered one may still be queued) within the timeout, else
+  /// aborts; then releases the NCCL communicator: finalised within the timeout, else aborted. Never throws.
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -187,12 +190,16 @@ class Communicator {
   /// the sizes, the root's "ready" when needed (as gather_to_host), and "queued", every rank's outcome of
   /// queueing its copy into the root's segment, before any NCCL work is queued on @p stream. None of
   /// them waits for the work queued on @p stream before the call; each waits for the end of this
-  /// communicator's previous operation, as gather_async's size exchange does. Wait with synchronize(stream),
-  /// which is bounded, or any CUDA wait. Cannot be captured into a CUDA graph (the exchanges need the
-  /// host): Errc::unsupported while @p stream captures.
+  /// communicator's previous operation, as gather_async's size exchange does. Wait with synchronize(stream):
+  /// it is bounded by the timeout and fails when a peer does, where a CUDA wait (cudaStreamSynchronize)
+  /// may never return after a peer's failure. Cannot be captured into a CUDA graph (the exchanges need
+  /// the host): Errc::unsupported while @p stream captures.
   ///
-  /// @throws as gather_to_host; a rank that fails after the "queued" exchange (a failed CUDA or NCCL call)
-  ///         aborts the communicator, so that the others' bounded waits fail instead of hang
+  /// @throws as gather_to_host, every rank alike when one could not queue its copy into the root's
+  ///         segment (after queueing the call's reduction, so that the copies the others queued end in
+  ///         the communicator's order, and the memory they use goes back only after them); a rank that
+  ///         fails after the "queued" exchange (a failed CUDA or NCCL call) aborts the communicator, so
+  ///         that the others' bounded waits fail instead of hang
   std::vector<HostBuffer> gather_to_host_async(const void* send, std::size_t bytes, int root, cudaStream_t stream);
 
   /// Copies @p root's host bytes @p data (pageable or page-locked; read on the root only) into every rank's
@@ -239,7 +246,8 @@ class Communicator {
   /// sizes with the root's preparation, and "queued", every rank's outcome of queueing its copy out of the
   /// root's segment, before any NCCL work is queued on @p stream; neither waits for the work queued on
   /// @p stream before the call, and each waits for the end of this communicator's previous operation.
-  /// Wait with synchronize(stream), or any CUDA wait. Cannot be captured (Errc::unsupported).
+  /// Wait with synchronize(stream), bounded as gather_to_host_async says. Cannot be captured
+  /// (Errc::unsupported).
   ///
   /// @throws as broadcast_from_host; a rank that fails after the "queued" exchange aborts the communicator,
   ///         as gather_to_host_async

@@ -26,6 +26,16 @@ void DeviceFree::operator()(void* ptr) const noexcept {
 void PinnedFree::operator()(void* ptr) const noexcept { (void)cudaFreeHost(ptr); }
 
 CommunicatorState::~CommunicatorState() {
+  // The last operation may still be queued on a caller's stream, behind a peer that failed: waited for
+  // within the timeout, else the communicator is aborted (which ends its queued work), so that the waits
+  // below end too.
+  if (last && comm.usable()) {
+    try {
+      comm.wait(*last, "releasing the communicator", other_ranks(rank, world_size));
+    } catch (...) {
+      comm.abort();  // wait() aborts on a timeout or NCCL's error; a CUDA error leaves it to this
+    }
+  }
   if (stream.get() != nullptr && !(arena.empty() && mappings.empty())) {
     const DeviceGuard guard(device, std::nothrow);
     (void)cudaStreamSynchronize(stream.get());

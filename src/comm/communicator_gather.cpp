@@ -25,6 +25,13 @@ std::vector<std::uint64_t> all_gather_words(CommunicatorState& s, std::span<cons
     throw Error(Errc::invalid_argument, s.where + ": " + step + ": " + std::to_string(n) + " words a rank");
   }
   const cudaStream_t stream = s.stream.get();
+  // The communicator's previous operation first, on its own (a stream-ordered one may sit behind the
+  // caller's work on its stream), so that a timeout there says what it waited for.
+  if (s.last && !s.last->completed()) {
+    const std::string peers = other_ranks(s.rank, s.world_size);
+    s.comm.wait(*s.last, step + ", waiting for the communicator's previous operation to end", peers,
+                "the work queued before it on its stream, or " + peers + ", holds it up");
+  }
   if (s.world_size == 1) {
     // Nobody to tell: the wait alone, in the communicator's order, which callers count on (the "done"
     // exchange follows the rank's copies on this stream).

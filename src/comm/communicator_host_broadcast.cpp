@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -174,7 +175,7 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
   detail::know_nodes(s, call.what);
   if (call.is_root() && !data.empty()) {
     s.comm.wait(*detail::record_event(s.device, s.stream.get()), call.what + " (the legacy default stream's work)",
-                detail::other_ranks(s.rank, s.world_size));
+                detail::other_ranks(s.rank, s.world_size), "the work queued on the legacy default stream holds it up");
   }
   if (!call.agree()) return;
 
@@ -215,24 +216,27 @@ void Communicator::broadcast_from_host_async(std::span<const std::byte> data, vo
                                  call.what);
     });
   }
-  // Before any NCCL work on the caller's stream: a rank that could not queue its copy makes every rank
-  // throw here, with nothing of NCCL's left waiting for it.
-  detail::exchange_outcomes(s, queued, call.what, "queued", "queueing a copy out of the root's segment");
+  // Before any NCCL work on the caller's stream: when a rank could not queue its copy, every rank knows
+  // it here and queues no NCCL work but the reduction, which still ends the copies the others queued; then
+  // every rank throws.
+  const std::optional<Error> failed = detail::exchange_outcomes_failure(s, queued, call.what, "queued",
+                                                                        "queueing a copy out of the root's segment");
   try {
-    if (call.is_root()) {
+    if (!failed && call.is_root()) {
       call.side.queue(recv, call.plan);
-    } else if (call.route() == HostRoute::network) {
+    } else if (!failed && call.route() == HostRoute::network) {
       call.receive();
     }
     // The root's stream then waits for every rank's copy out of its segment: the segment (and the
     // staging) go back to the arena (the pool) only once the root's stream is past them.
     detail::reduce_to_root(s, stream, root, call.what);
-    s.last = detail::record_event(s.device, stream);
   } catch (...) {
     // The peers queued work that waits for this rank's: aborted, it ends, and their waits say so.
     s.comm.abort();
     throw;
   }
+  s.last = detail::record_event_or_wait(s.device, stream);
+  if (failed) throw *failed;
 }
 
 }  // namespace gpuxfer

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -286,22 +287,25 @@ std::vector<HostBuffer> Communicator::gather_to_host_async(const void* send, std
       detail::queue_with_segment(s, call.name, call.plan.offset[me], bytes, send, nullptr, stream, call.what);
     });
   }
-  // Before any NCCL work on the caller's stream: a rank that could not queue its copy makes every rank
-  // throw here, with nothing of NCCL's left waiting for it.
-  detail::exchange_outcomes(s, queued, call.what, "queued", "queueing a copy into the root's segment");
+  // Before any NCCL work on the caller's stream: when a rank could not queue its copy, every rank knows
+  // it here and queues no NCCL work but the reduction, which still ends the copies the others queued (the
+  // root's segment goes back, and this rank's mapping is released, only after them); then every rank throws.
+  const std::optional<Error> failed =
+      detail::exchange_outcomes_failure(s, queued, call.what, "queued", "queueing a copy into the root's segment");
   try {
-    if (call.is_root()) {
+    if (!failed && call.is_root()) {
       call.side.queue(send);
-    } else if (call.route() == HostRoute::network && bytes > 0) {
+    } else if (!failed && call.route() == HostRoute::network && bytes > 0) {
       call.send_pieces(stream);
     }
     detail::reduce_to_root(s, stream, root, call.what);
-    s.last = detail::record_event(s.device, stream);
   } catch (...) {
     // The peers queued work that waits for this rank's: aborted, it ends, and their waits say so.
     s.comm.abort();
     throw;
   }
+  s.last = detail::record_event_or_wait(s.device, stream);
+  if (failed) throw *failed;
   return call.is_root() ? call.side.results() : std::vector<HostBuffer>{};
 }
 

@@ -72,8 +72,9 @@ struct CommunicatorState {
   SegmentMappings mappings;
 
   CommunicatorState() = default;
-  /// Waits for the stream (after a failure a copy into a segment may still be queued on it), then lets
-  /// go of the segments: the arena's entries that no result holds, and the mappings.
+  /// Waits for the last operation (bounded: the communicator is aborted past the timeout) and for the
+  /// stream (after a failure a copy into a segment may still be queued on it), then lets go of the
+  /// segments: the arena's entries that no result holds, and the mappings.
   ~CommunicatorState();
   CommunicatorState(const CommunicatorState&) = delete;
   CommunicatorState& operator=(const CommunicatorState&) = delete;

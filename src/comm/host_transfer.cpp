@@ -47,6 +47,11 @@ HostCopyWorkers& host_copy_of(CommunicatorState& s) {
 
 void know_nodes(CommunicatorState& s, const std::string& what) {
   if (!s.node_leaders.empty()) return;
+  if (s.world_size == 1) {  // nobody to tell
+    s.nodes = {local_node_record(make_nonce(), s.node_id)};
+    s.node_leaders = node_leaders(s.nodes);
+    return;
+  }
   const std::size_t record = sizeof(NodeRecord);
   const std::size_t all = record * static_cast<std::size_t>(s.world_size);
   HostBuffer host = pool_of(s).acquire(all);
@@ -76,29 +81,46 @@ void know_nodes(CommunicatorState& s, const std::string& what) {
                         std::to_string(s.node_leaders[static_cast<std::size_t>(s.rank)]));
 }
 
-std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, std::uint64_t word, int from,
-                                     const std::string& what, const std::string& exchange,
-                                     const std::string& step) {
+namespace {
+
+// The exchange of (status, word or code) pairs, and the error every rank would throw: this rank's own
+// failure, else Error(Errc::comm_error) naming the ranks that failed; none when every rank's step went well.
+std::optional<Error> exchange_and_judge(CommunicatorState& s, const Outcome& mine, std::uint64_t word,
+                                        const std::string& what, const std::string& exchange,
+                                        const std::string& step, std::vector<std::uint64_t>& pairs) {
   const std::uint64_t second = mine.failure ? mine.code() : word;
-  const std::vector<std::uint64_t> pairs =
-      all_gather_pairs(s, mine.status(), second, what + " (" + exchange + ")");
-  if (mine.failure) throw *mine.failure;
+  pairs = all_gather_pairs(s, mine.status(), second, what + " (" + exchange + ")");
+  if (mine.failure) return mine.failure;
   std::string failed;
   for (int r = 0; r < s.world_size; ++r) {
     if (pairs[2 * static_cast<std::size_t>(r)] == 0) continue;
     const auto code = static_cast<Errc>(pairs[2 * static_cast<std::size_t>(r) + 1]);
     failed += (failed.empty() ? "" : ", ") + rank_text(r) + " (" + std::string(to_string(code)) + ")";
   }
-  if (!failed.empty()) {
-    throw Error(Errc::comm_error, s.where + ": " + what + ": " + step + " failed on " + failed +
-                                      "; that rank's own error says why");
-  }
+  if (failed.empty()) return std::nullopt;
+  return Error(Errc::comm_error,
+               s.where + ": " + what + ": " + step + " failed on " + failed + "; that rank's own error says why");
+}
+
+}  // namespace
+
+std::uint64_t exchange_outcomes_with(CommunicatorState& s, const Outcome& mine, std::uint64_t word, int from,
+                                     const std::string& what, const std::string& exchange,
+                                     const std::string& step) {
+  std::vector<std::uint64_t> pairs;
+  if (auto failure = exchange_and_judge(s, mine, word, what, exchange, step, pairs)) throw *failure;
   return pairs[2 * static_cast<std::size_t>(from) + 1];
 }
 
 void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
                        const std::string& exchange, const std::string& step) {
   (void)exchange_outcomes_with(s, mine, 0, s.rank, what, exchange, step);
+}
+
+std::optional<Error> exchange_outcomes_failure(CommunicatorState& s, const Outcome& mine, const std::string& what,
+                                               const std::string& exchange, const std::string& step) {
+  std::vector<std::uint64_t> pairs;
+  return exchange_and_judge(s, mine, 0, what, exchange, step, pairs);
 }
 
 std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id) {

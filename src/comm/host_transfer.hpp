@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <new>
 #include <optional>
 #include <span>
@@ -49,6 +50,8 @@ struct Outcome {
       failure = e;
     } catch (const std::bad_alloc&) {
       failure = Error(Errc::out_of_memory, "out of host memory");
+    } catch (const std::exception& e) {  // a thread the host copies could not start, say
+      failure = Error(Errc::out_of_memory, std::string("out of host resources: ") + e.what());
     }
   }
   [[nodiscard]] std::uint64_t status() const { return failure ? 1 : 0; }
@@ -62,6 +65,13 @@ struct Outcome {
 /// failed; returns when every rank's step went well.
 void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
                        const std::string& exchange, const std::string& step);
+
+/// As exchange_outcomes, but returns the error instead of throwing it (none when every rank's step went
+/// well), for a call that must still end what it queued, on every rank alike, before it throws. Throws
+/// only when the exchange itself fails.
+[[nodiscard]] std::optional<Error> exchange_outcomes_failure(CommunicatorState& s, const Outcome& mine,
+                                                             const std::string& what, const std::string& exchange,
+                                                             const std::string& step);
 
 /// As exchange_outcomes, where a rank whose step went well sends @p word in place of the code (the root's
 /// "ready" carries the id of its shared segment that way): returns @p from's word to every rank.

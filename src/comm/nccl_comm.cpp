@@ -129,6 +129,11 @@ void NcclComm::settle(ncclResult_t launched, const std::string& what, const std:
 }
 
 void NcclComm::wait(const Event& event, const std::string& what, const std::string& peers) {
+  wait(event, what, peers, peers + " has not taken part (gone, or not calling it)");
+}
+
+void NcclComm::wait(const Event& event, const std::string& what, const std::string& peers,
+                    const std::string& stalled) {
   poll(
       [&](ncclResult_t) {
         const cudaError_t status = event.query();
@@ -136,7 +141,7 @@ void NcclComm::wait(const Event& event, const std::string& what, const std::stri
         GPUXFER_CUDA_TRY_CTX(status, where_ + ": " + what);
         return true;
       },
-      what, peers, peers + " has not taken part (gone, or not calling it)");
+      what, peers, stalled);
 }
 
 }  // namespace gpuxfer::detail

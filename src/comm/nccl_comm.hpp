@@ -46,6 +46,8 @@ class NcclComm {
   /// Waits on the host for @p event, polling NCCL's asynchronous error, at most the timeout.
   /// @throws Error(Errc::comm_error) (aborting), or the CUDA error of the event
   void wait(const Event& event, const std::string& what, const std::string& peers);
+  /// As wait, @p stalled saying what held it up should the timeout pass.
+  void wait(const Event& event, const std::string& what, const std::string& peers, const std::string& stalled);
   /// Aborts the communicator (ncclCommAbort under its device): its queued operations end, the peers'
   /// bounded waits see the failure, and every later call throws. For a rank that fails after its peers
   /// queued work that waits for its own. Never throws.

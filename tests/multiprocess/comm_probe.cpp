@@ -17,6 +17,7 @@
 //                    replay verified; the operations that need the host refused while capturing
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -46,7 +47,8 @@ using gpuxfer::Communicator;
 using gpuxfer::testing::DeviceMemory;
 using gpuxfer::testing::cuda_check;
 constexpr std::byte poison{0xA5};
-constexpr std::uint64_t slow_ns = 2'000'000;  ///< a slow producer's spin: 2 ms
+constexpr std::uint64_t slow_ns = 2'000'000;   ///< a slow producer's spin: 2 ms
+constexpr std::uint64_t long_ns = 50'000'000;  ///< a producer far slower than a call's host part: 50 ms
 
 std::uint64_t seed_of(int rank, std::size_t bytes) { return gpuxfer::pattern::seed_for(bytes + 17, rank); }
 
@@ -54,6 +56,19 @@ struct Checker {
   Communicator& comm;
   int checks = 0;
   std::string first_failure;
+  std::uint64_t gathers = 0;  ///< gather_to_host calls so far (the same on every rank): each call's bytes differ
+
+  // A slow producer's spin before a stream-ordered call on @p root's behalf: on the other ranks only (in a
+  // world of one, on the root), so that the root's stream can be past its own work long before theirs.
+  std::uint64_t producer_ns(int root) const {
+    return comm.world_size() == 1 || comm.rank() != root ? long_ns : 0;
+  }
+  // After a stream-ordered call behind a producer: it returned without waiting for that work.
+  void expect_not_waited(cudaStream_t stream, const std::string& what) {
+    ++checks;
+    if (cudaStreamQuery(stream) != cudaErrorNotReady && first_failure.empty())
+      first_failure = what + ": returned only after the work queued before it on its stream";
+  }
 
   // Device memory of @p bytes (+ 64 bytes of tail that must stay poisoned), poisoned or patterned.
   DeviceMemory make(std::size_t bytes, std::optional<std::uint64_t> seed) const {
@@ -123,8 +138,10 @@ struct Checker {
 
   // gather_to_host: on the root one HostBuffer per rank holding exactly that rank's bytes, elsewhere none.
   // Blocking: the send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not
-  // waited): the gather must start after it. Stream-ordered: a slow producer writes it on @p stream and a
-  // poison is queued right behind the call there: the gather must read after the one, before the other.
+  // waited): the gather must start after it. Stream-ordered: a producer of 50 ms writes it on @p stream
+  // (on the other ranks only: the root's stream must wait for theirs) and a poison is queued right behind
+  // the call there: the gather must read after the one, before the other, and return before the producer
+  // is done. Each call's bytes differ, so that a reused segment cannot hold them already.
   void gather_to_host(std::size_t base, bool equal, int root, bool async, cudaStream_t stream) {
     const auto size_of = [&](int r) { return equal ? base : base + 3 * static_cast<std::size_t>(r); };
     const std::size_t mine = size_of(comm.rank());
@@ -132,14 +149,17 @@ struct Checker {
                              std::to_string(mine) + " to " + std::to_string(root);
     DeviceMemory send(comm.device(), mine + 64);
     std::vector<gpuxfer::HostBuffer> out;
+    const std::uint64_t salt = 1 + 100 * ++gathers;  // a reused segment holds another call's bytes
     if (async) {
-      if (mine > 0) gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + 1, slow_ns, stream);
+      const std::uint64_t spin = producer_ns(root);
+      if (mine > 0) gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + salt, spin, stream);
       out = comm.gather_to_host_async(send.get(), mine, root, stream);
+      if (mine > 0 && spin > 0) expect_not_waited(stream, what);
       if (mine > 0) cuda_check(cudaMemsetAsync(send.get(), static_cast<int>(poison), mine, stream), "poison");
       comm.synchronize(stream);
     } else {
       std::vector<std::byte> host(mine);
-      gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + 1);
+      gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + salt);
       if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
       out = comm.gather_to_host(send.get(), mine, root);
       cuda_check(cudaStreamSynchronize(0), "the fill");
@@ -160,7 +180,7 @@ struct Checker {
         if (first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
         continue;
       }
-      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + 1);
+      const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + salt);
       if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
     }
   }
@@ -173,6 +193,15 @@ struct Checker {
     gpuxfer::pattern::fill_host(host, seed(comm.rank(), bytes) + salt);
     cuda_check(cudaMemcpy(send.get(), host.data(), bytes, cudaMemcpyHostToDevice), "fill");
     return comm.gather_to_host(send.get(), bytes, root);
+  }
+  // As gather_salted, stream-ordered on @p stream, the send written there by a producer spinning @p spin_ns
+  // first (not waited); @p send holds the memory until the caller has synchronised.
+  std::vector<gpuxfer::HostBuffer> gather_salted_async(std::size_t bytes, int root, std::uint64_t salt,
+                                                       std::uint64_t spin_ns, cudaStream_t stream,
+                                                       DeviceMemory& send) {
+    send = DeviceMemory(comm.device(), bytes);
+    gpuxfer::pattern::fill_device_slow(send.get(), bytes, seed(comm.rank(), bytes) + salt, spin_ns, stream);
+    return comm.gather_to_host_async(send.get(), bytes, root, stream);
   }
   // On the root: @p out holds every rank's bytes of gather_salted(bytes, root, salt).
   void expect_salted(const std::vector<gpuxfer::HostBuffer>& out, std::size_t bytes, int root,
@@ -232,6 +261,27 @@ struct Checker {
     return third;
   }
 
+  // gather_to_host_async's reused segments: two calls back to back without a wait between them (the first
+  // behind a slow producer), both results kept and right; then a call whose results are dropped before its
+  // stream is past it, behind a slow producer, and a call right after it, whose results must be right:
+  // the dropped call's memory serves it only once the root's stream is past the dropped call.
+  void gather_to_host_async_reuse(int root, cudaStream_t stream) {
+    const std::size_t bytes = (1 << 20) + 7;
+    const std::string what = "gather_to_host_async to " + std::to_string(root);
+    DeviceMemory a, b, c, d;
+    auto first = gather_salted_async(bytes, root, 30, producer_ns(root), stream, a);
+    auto second = gather_salted_async(bytes, root, 31, 0, stream, b);
+    comm.synchronize(stream);
+    expect_salted(first, bytes, root, 30, what + " twice back to back (the first)");
+    expect_salted(second, bytes, root, 31, what + " twice back to back (the second)");
+    first.clear();
+    second.clear();
+    (void)gather_salted_async(bytes, root, 32, producer_ns(root), stream, c);  // its results dropped at once
+    auto fourth = gather_salted_async(bytes, root, 33, 0, stream, d);
+    comm.synchronize(stream);
+    expect_salted(fourth, bytes, root, 33, what + " right after a call whose results were dropped at once");
+  }
+
   // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
   // (the 64 past the size must stay poisoned). Blocking: the recv is poisoned, and pinned data filled from
   // the device, on the legacy default stream just before (not waited): the broadcast must start after
@@ -269,6 +319,8 @@ struct Checker {
     }
     if (async) {
       comm.broadcast_from_host_async(data, recv.get(), bytes + 64, root, stream);
+      // Pageable data is the root's to reuse once the call returns.
+      if (!pinned) std::fill(pageable.begin(), pageable.end(), std::byte{0x5A});
       comm.synchronize(stream);
     } else {
       comm.broadcast_from_host(data, recv.get(), bytes + 64, root);
@@ -282,6 +334,8 @@ struct Checker {
   // @p stream, with different bytes: the root writes the second's bytes into its segment on the host
   // while the first's copies out of a segment may still wait on the GPU, so the second must not take the
   // first's segment before the root's stream is past the first. Each recv must hold its own call's bytes.
+  // The segment is there only with other ranks on the root's node (not under -n 1 nor separate-nodes:
+  // there the root's copy reads the communicator's pinned memory, whose reuse this checks instead).
   void broadcast_from_host_back_to_back(int root, cudaStream_t stream) {
     const std::size_t bytes = (1 << 20) + 7;
     const std::string what = "broadcast_from_host_async twice from " + std::to_string(root);
@@ -299,20 +353,50 @@ struct Checker {
     expect(read(second), 0, bytes, seed(root, bytes) + 21, what + " (the second)");
   }
 
+  // A blocking operation after a stream-ordered one waits for it, whatever their streams: a
+  // broadcast_from_host_async behind a producer of 50 ms, then a blocking gather_to_host from the recv
+  // it writes, which must gather the broadcast's bytes on every rank.
+  void host_operations_in_order(int root, cudaStream_t stream) {
+    const std::size_t bytes = 4099;
+    const std::string what = "gather_to_host right after broadcast_from_host_async from " + std::to_string(root);
+    DeviceMemory recv = make(bytes, std::nullopt);
+    std::vector<std::byte> data(comm.rank() == root ? bytes : 0);
+    gpuxfer::pattern::fill_host(data, seed(root, bytes) + 40);
+    gpuxfer::pattern::fill_device_slow(recv.get(), bytes, seed(root, bytes) + 41, long_ns, stream);
+    comm.broadcast_from_host_async(data, recv.get(), bytes, root, stream);
+    const auto out = comm.gather_to_host(recv.get(), bytes, root);
+    comm.synchronize(stream);
+    if (comm.rank() != root) return;
+    for (int r = 0; r < comm.world_size(); ++r) {
+      ++checks;
+      const std::size_t wrong = out.size() != static_cast<std::size_t>(comm.world_size()) || out[r].size() != bytes
+                                    ? bytes
+                                    : gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(root, bytes) + 40);
+      if (wrong != 0 && first_failure.empty())
+        first_failure = what + ": rank " + std::to_string(r) + "'s part: " + std::to_string(wrong) + " wrong bytes";
+    }
+  }
+
   // A recv one byte short on rank 0 is refused on every rank, naming rank 0; the communicator stays usable.
-  void broadcast_from_host_refused(int root) {
+  // (Both forms; the stream-ordered one on @p stream.)
+  void broadcast_from_host_refused(int root, bool async, cudaStream_t stream) {
     const std::size_t bytes = 4099;
     const std::size_t capacity = comm.rank() == 0 ? bytes - 1 : bytes;
+    const std::string what = async ? "broadcast_from_host_async" : "broadcast_from_host";
     DeviceMemory recv(comm.device(), bytes);
     std::vector<std::byte> host(comm.rank() == root ? bytes : 0, std::byte{1});
     ++checks;
     try {
-      comm.broadcast_from_host(host, recv.get(), capacity, root);
-      if (first_failure.empty()) first_failure = "broadcast_from_host into a short recv: not refused";
+      if (async) {
+        comm.broadcast_from_host_async(host, recv.get(), capacity, root, stream);
+      } else {
+        comm.broadcast_from_host(host, recv.get(), capacity, root);
+      }
+      if (first_failure.empty()) first_failure = what + " into a short recv: not refused";
     } catch (const gpuxfer::Error& e) {
       const bool named = std::string(e.what()).find("rank 0 (4098 bytes)") != std::string::npos;
       if ((e.code() != gpuxfer::Errc::invalid_argument || !named) && first_failure.empty())
-        first_failure = std::string("broadcast_from_host into a short recv: ") + e.what();
+        first_failure = what + " into a short recv: " + e.what();
     }
   }
 
@@ -392,9 +476,14 @@ int run_ops(bool separate_nodes) {
       }
     }
     for (int a = 0; a < world; ++a) kept.push_back(check.gather_to_host_reuse(a));
-    for (int a = 0; a < world; ++a) check.broadcast_from_host_back_to_back(a, stream.get());
-    check.broadcast_from_host_refused(world - 1);
-    check.broadcast(4099, 0, false, stream.get());  // still usable after the refusal
+    for (int a = 0; a < world; ++a) {
+      check.gather_to_host_async_reuse(a, stream.get());
+      check.broadcast_from_host_back_to_back(a, stream.get());
+      check.host_operations_in_order(a, stream.get());
+    }
+    check.broadcast_from_host_refused(world - 1, false, stream.get());
+    check.broadcast_from_host_refused(world - 1, true, stream.get());
+    check.broadcast(4099, 0, false, stream.get());  // still usable after the refusals
   }
   // The communicator goes first: its results still hold their bytes, and once they go too, no segment
   // of this process is left.

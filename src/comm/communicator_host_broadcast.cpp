@@ -221,22 +221,15 @@ void Communicator::broadcast_from_host_async(std::span<const std::byte> data, vo
   // every rank throws.
   const std::optional<Error> failed = detail::exchange_outcomes_failure(s, queued, call.what, "queued",
                                                                         "queueing a copy out of the root's segment");
-  try {
-    if (!failed && call.is_root()) {
+  // The root's stream then waits for every rank's copy out of its segment: the segment (and the staging)
+  // go back to the arena (the pool) only once the root's stream is past them.
+  detail::end_stream_ordered(s, stream, root, call.what, failed, [&] {
+    if (call.is_root()) {
       call.side.queue(recv, call.plan);
-    } else if (!failed && call.route() == HostRoute::network) {
+    } else if (call.route() == HostRoute::network) {
       call.receive();
     }
-    // The root's stream then waits for every rank's copy out of its segment: the segment (and the
-    // staging) go back to the arena (the pool) only once the root's stream is past them.
-    detail::reduce_to_root(s, stream, root, call.what);
-  } catch (...) {
-    // The peers queued work that waits for this rank's: aborted, it ends, and their waits say so.
-    s.comm.abort();
-    throw;
-  }
-  s.last = detail::record_event_or_wait(s.device, stream);
-  if (failed) throw *failed;
+  });
 }
 
 }  // namespace gpuxfer

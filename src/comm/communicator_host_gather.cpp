@@ -292,20 +292,13 @@ std::vector<HostBuffer> Communicator::gather_to_host_async(const void* send, std
   // root's segment goes back, and this rank's mapping is released, only after them); then every rank throws.
   const std::optional<Error> failed =
       detail::exchange_outcomes_failure(s, queued, call.what, "queued", "queueing a copy into the root's segment");
-  try {
-    if (!failed && call.is_root()) {
+  detail::end_stream_ordered(s, stream, root, call.what, failed, [&] {
+    if (call.is_root()) {
       call.side.queue(send);
-    } else if (!failed && call.route() == HostRoute::network && bytes > 0) {
+    } else if (call.route() == HostRoute::network && bytes > 0) {
       call.send_pieces(stream);
     }
-    detail::reduce_to_root(s, stream, root, call.what);
-  } catch (...) {
-    // The peers queued work that waits for this rank's: aborted, it ends, and their waits say so.
-    s.comm.abort();
-    throw;
-  }
-  s.last = detail::record_event_or_wait(s.device, stream);
-  if (failed) throw *failed;
+  });
   return call.is_root() ? call.side.results() : std::vector<HostBuffer>{};
 }
 

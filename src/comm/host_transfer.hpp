@@ -103,6 +103,25 @@ void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_
 /// on the GPU, for the other ranks' copies into or out of its segment. Nothing in a world of one.
 void reduce_to_root(CommunicatorState& s, cudaStream_t stream, int root, const std::string& what);
 
+/// The end of a stream-ordered host operation on @p stream, once the "queued" exchange said @p failed (the
+/// same on every rank): unless it failed, @p work queues this rank's NCCL work there; then reduce_to_root
+/// on every rank alike, which ends whatever the ranks queued; then the communicator's order moves on to
+/// @p stream and @p failed is thrown. A failure while queueing aborts the communicator first: the peers'
+/// queued work waits for this rank's, and aborted, it ends.
+template <class Work>
+void end_stream_ordered(CommunicatorState& s, cudaStream_t stream, int root, const std::string& what,
+                        const std::optional<Error>& failed, Work&& work) {
+  try {
+    if (!failed) work();
+    reduce_to_root(s, stream, root, what);
+  } catch (...) {
+    s.comm.abort();
+    throw;
+  }
+  s.last = record_event_or_wait(s.device, stream);
+  if (failed) throw *failed;
+}
+
 /// Gives @p buffers back to their pool once @p stream is past the copies queued on them (a stream-ordered
 /// call's, or a failed one's). Never throws.
 void give_back_after_stream(CommunicatorState& s, cudaStream_t stream, std::span<HostBuffer> buffers) noexcept;

@@ -90,6 +90,12 @@ void StreamMark::wait() const noexcept {
   for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
 }
 
+KeptObjects::~KeptObjects() {
+  if (kept_.empty()) return;
+  nb::gil_scoped_release gil;
+  for (const Kept& k : kept_) k.mark.wait();
+}
+
 void StreamMark::destroy() noexcept {
   for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);  // safe while pending
   events_.clear();

@@ -4,8 +4,10 @@
 // them at once, so the call leaves them here, behind an event, instead of on the caller.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,20 @@ namespace nb = nanobind;
 /// cupy.cuda.Stream, an int or a __cuda_stream__ object. Call with the GIL held.
 /// @throws nb::python_error (gpuxfer.InvalidArgumentError) for anything else
 [[nodiscard]] std::optional<cudaStream_t> stream_arg(nb::handle stream);
+
+/// Returns what @p call returns (void too), after running @p after once @p call has returned: a
+/// stream-ordered call, then the keeping of what it uses, which only a call that did not throw needs.
+template <typename Call, typename After>
+auto call_then(Call&& call, After&& after) {
+  if constexpr (std::is_void_v<decltype(call())>) {
+    call();
+    after();
+  } else {
+    auto result = call();
+    after();
+    return result;
+  }
+}
 
 /// Where a stream's queued work ends, as events: one on @p stream, or for 0 and cudaStreamLegacy (one
 /// legacy default stream per device) one on the legacy default stream of each ordinal. A capturing
@@ -52,6 +68,33 @@ class StreamMark {
 struct Kept {
   StreamMark mark;
   nb::object objects;
+};
+
+/// What the stream-ordered calls of one object (a Transfer, a Communicator) keep alive, each call's
+/// objects until its stream gets past it. Touch it with the GIL held.
+class KeptObjects {
+ public:
+  KeptObjects() = default;
+  /// Waits (GIL released) for the streams of what is still kept, so that nothing is freed under the GPU.
+  ~KeptObjects();
+  KeptObjects(const KeptObjects&) = delete;
+  KeptObjects& operator=(const KeptObjects&) = delete;
+
+  /// Keeps @p objects until @p stream gets past its work queued so far (legacy default stream: that of
+  /// each of @p legacy_ordinals).
+  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
+  void keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects) {
+    kept_.push_back({StreamMark(stream, legacy_ordinals), std::move(objects)});
+  }
+  /// Drops what the streams have got past. Never blocks.
+  void reap() noexcept {
+    std::erase_if(kept_, [](const Kept& k) { return k.mark.passed(); });
+  }
+  /// How many calls' objects are still kept.
+  [[nodiscard]] std::size_t size() const noexcept { return kept_.size(); }
+
+ private:
+  std::vector<Kept> kept_;
 };
 
 }  // namespace gpuxfer::python

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -48,14 +47,7 @@ auto released(Transfer& t, Op&& op) {
 // beyond the registrations) until @p stream gets past it: the call returns before its work is done.
 template <typename Op>
 auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
-  if constexpr (std::is_void_v<decltype(op())>) {
-    released(t, op);
-    t.keep_until(stream, std::move(used));
-  } else {
-    auto result = released(t, op);
-    t.keep_until(stream, std::move(used));
-    return result;
-  }
+  return call_then([&] { return released(t, op); }, [&] { t.keep_until(stream, std::move(used)); });
 }
 
 template <typename Handle>

@@ -37,13 +37,6 @@ struct Transfer {
       : engine(manager), registered(manager->device_count()) {
     for (const DeviceInfo& d : manager->devices()) ordinals.push_back(d.ordinal);
   }
-  /// Waits (GIL released) for the streams of what stream-ordered calls still keep, so that nothing they
-  /// use is freed under the GPU.
-  ~Transfer() {
-    if (kept.empty()) return;
-    nb::gil_scoped_release gil;
-    for (const Kept& k : kept) k.mark.wait();
-  }
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
 
@@ -52,7 +45,8 @@ struct Transfer {
   std::vector<Held> retired;     // replaced while operations were in flight
   std::size_t in_flight = 0;
   std::vector<int> ordinals;  // CUDA ordinal of each device, for marks on the legacy default stream
-  std::vector<Kept> kept;     // what stream-ordered calls use, until their streams get past them
+  KeptObjects kept;           // what stream-ordered calls use, until their streams get past them (its
+                              // destructor waits for those streams, so that nothing is freed under the GPU)
 
   void begin() noexcept { ++in_flight; }
   void end() {
@@ -65,9 +59,7 @@ struct Transfer {
   }
 
   /// Drops what stream-ordered calls kept and their streams have got past. Never blocks.
-  void reap() noexcept {
-    std::erase_if(kept, [](const Kept& k) { return k.mark.passed(); });
-  }
+  void reap() noexcept { kept.reap(); }
   /// After a stream-ordered call on @p stream: keeps @p used (the call's own Python objects) and every
   /// registered or retired pair until @p stream gets past the call.
   /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
@@ -80,7 +72,7 @@ struct Transfer {
         if (h.stream.is_valid()) objects.append(h.stream);
       }
     }
-    kept.push_back({StreamMark(stream, ordinals), std::move(objects)});
+    kept.keep(stream, ordinals, std::move(objects));
   }
 };
 

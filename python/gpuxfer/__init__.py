@@ -1,7 +1,8 @@
 """gpuxfer: move data between GPUs and the host as fast as the links allow.
 
 ``import gpuxfer`` needs no GPU; making a ``Manager`` without one raises ``NoDeviceError`` (or gives a
-manager of no devices with ``min_devices=0``).
+manager of no devices with ``min_devices=0``), and so does making a ``Communicator`` (one rank of a job of
+several processes over NCCL).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._gpuxfer import (
     parse_size,
     register_host,
 )
+from ._communicator import Communicator
 from ._pinned import PinnedArray
 from ._streams import stream_handle
 from ._transfer import Transfer
@@ -46,6 +48,7 @@ __all__ = [
     "DeviceBroadcastPath",
     "DeviceFaultError",
     "CommError",
+    "Communicator",
     "DeviceInfo",
     "Error",
     "GatherHandle",

@@ -7,12 +7,13 @@ namespace gpuxfer::python {
 
 namespace nb = nanobind;
 
-void bind_errors(nb::module_& m);    // errors.cpp: gpuxfer::Error -> gpuxfer.Error subclasses
-void bind_options(nb::module_& m);   // options.cpp: Options, NumaPlacement, the path enums
-void bind_manager(nb::module_& m);   // manager.cpp: Manager(**options), DeviceInfo, pool stats
-void bind_host(nb::module_& m);      // host_memory.cpp: register_host, the array views helpers
-void bind_pinned(nb::module_& m);    // pinned_block.cpp: PinnedBlock, the kDLCUDAHost view
-void bind_handles(nb::module_& m);   // handles.cpp: TransferHandle, GatherHandle
-void bind_transfer(nb::module_& m);  // transfer.cpp: _Transfer (the C++ half of gpuxfer.Transfer)
+void bind_errors(nb::module_& m);        // errors.cpp: gpuxfer::Error -> gpuxfer.Error subclasses
+void bind_options(nb::module_& m);       // options.cpp: Options, NumaPlacement, the path enums
+void bind_manager(nb::module_& m);       // manager.cpp: Manager(**options), DeviceInfo, pool stats
+void bind_host(nb::module_& m);          // host_memory.cpp: register_host, the array views helpers
+void bind_pinned(nb::module_& m);        // pinned_block.cpp: PinnedBlock, the kDLCUDAHost view
+void bind_handles(nb::module_& m);       // handles.cpp: TransferHandle, GatherHandle
+void bind_transfer(nb::module_& m);      // transfer.cpp: _Transfer (the C++ half of gpuxfer.Transfer)
+void bind_communicator(nb::module_& m);  // communicator.cpp: _Communicator (of gpuxfer.Communicator)
 
 }  // namespace gpuxfer::python

@@ -1,4 +1,5 @@
-// The _gpuxfer extension module. Importing it needs no GPU: CUDA is first touched when a Manager is made.
+// The _gpuxfer extension module. Importing it needs no GPU: CUDA is first touched when a Manager or a
+// Communicator is made.
 #include <gpuxfer/version.hpp>
 
 #include "bindings.hpp"
@@ -14,4 +15,5 @@ NB_MODULE(_gpuxfer, m) {
   py::bind_pinned(m);
   py::bind_handles(m);
   py::bind_transfer(m);
+  py::bind_communicator(m);  // after bind_transfer: its gather returns GatherPiece
 }

@@ -1,0 +1,126 @@
+"""gpuxfer.Communicator: the C++ Communicator (one rank of a job over NCCL), tensors read on the Python side."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _gpuxfer
+from ._arrays import DeviceMemory, device_memory
+from ._errors import InvalidArgumentError
+from ._pinned import PinnedArray
+
+_NO_MEMORY = DeviceMemory(0, 0, None, None)
+
+
+class Communicator(_gpuxfer._Communicator):
+    """One rank of a job of several processes, each driving one GPU, joined by an NCCL communicator.
+
+    Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
+    sizes, the ranks of a copy). Buffers are CUDA tensors or arrays (``__dlpack__`` or
+    ``__cuda_array_interface__``, C-contiguous) on this rank's device; their bytes are what is moved,
+    whatever the dtype. Not thread-safe: call from one thread at a time.
+
+    Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the legacy
+    default stream (torch's and cupy's default stream, unless per-thread) and returns when the data is in
+    place, every wait bounded by the timeout. With ``stream`` (a ``torch.cuda.Stream``, a
+    ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
+    ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work, the stream's
+    later work waits for it, and it returns once queued (after the host waits for the ranks' exchanges of
+    sizes); wait with ``synchronize(stream)``, which is bounded. What such a call uses (its tensors and host
+    data) is kept alive until ``stream`` gets past it. Every call that may wait releases the GIL.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        init_address: str = "",
+        device: int | None = None,
+        timeout: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Joins as ``rank`` of ``world_size`` ranks meeting at ``init_address`` (``tcp://host:port``, where
+        rank 0 listens, or ``file:///path``; may be empty for one rank). ``device`` defaults to the rank,
+        ``timeout`` (seconds or a ``timedelta``, bounding every wait) to ``GPUXFER_TIMEOUT``, else 300 s.
+        Collective: returns once every rank has joined."""
+        super().__init__(rank, world_size, init_address, device, _milliseconds(timeout))
+
+    @classmethod
+    def from_environment(
+        cls, device: int | None = None, timeout: float | datetime.timedelta | None = None
+    ) -> Communicator:
+        """Joins the job the launcher's environment describes (``gpuxfer launch``, torchrun, Slurm, Open MPI;
+        with none set, a job of one process). ``device`` defaults to the local rank."""
+        communicator = cls.__new__(cls)
+        _gpuxfer._Communicator.__init__(communicator, None, None, "", device, _milliseconds(timeout))
+        return communicator
+
+    def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
+        """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size on every rank)."""
+        memory = device_memory(buf)
+        self._broadcast(memory.ptr, memory.nbytes, root, stream, buf)
+
+    def all_gather(self, send: Any, recv: Any, *, stream: Any = None) -> None:
+        """Every rank's ``send`` (the same size on every rank) into every rank's ``recv``, rank r's at offset
+        r * send's bytes."""
+        source, target = device_memory(send), device_memory(recv)
+        self._all_gather(source.ptr, source.nbytes, target.ptr, target.nbytes, stream, (send, recv))
+
+    def gather(self, send: Any, recv: Any, root: int, *, stream: Any = None) -> list[_gpuxfer.GatherPiece]:
+        """Concatenates every rank's ``send`` (sizes may differ), ascending by rank, into ``root``'s ``recv``
+        (``None`` allowed on the other ranks, where it is not read); returns on every rank where each rank's
+        bytes land (``GatherPiece.device`` is the rank)."""
+        source, target = device_memory(send), _optional_memory(recv)
+        return self._gather(source.ptr, source.nbytes, target.ptr, target.nbytes, root, stream, (send, recv))
+
+    def copy(self, src: int, dst: int, send: Any, recv: Any, *, stream: Any = None) -> None:
+        """Copies rank ``src``'s ``send`` into rank ``dst``'s ``recv``. ``send`` is read on ``src`` only and
+        ``recv`` written on ``dst`` only (``None`` allowed elsewhere); the bytes are ``send``'s on ``src``
+        and ``recv``'s on ``dst``, which must agree. The other ranks return at once."""
+        source = device_memory(send) if self.rank == src else _optional_memory(send)
+        target = device_memory(recv) if self.rank == dst else _optional_memory(recv)
+        nbytes = source.nbytes if self.rank == src else target.nbytes
+        self._copy(src, dst, source.ptr, target.ptr, nbytes, stream, (send, recv))
+
+    def gather_to_host(self, send: Any, root: int, *, stream: Any = None) -> list[PinnedArray]:
+        """Gathers every rank's ``send`` (sizes may differ, 0 included) to ``root``'s host: on the root one
+        1-D uint8 ``PinnedArray`` per rank, in rank order, over the page-locked memory the C++ call returned
+        (no copy; the array keeps it alive and may outlive the communicator; a rank that sent nothing gives
+        an empty array), on the other ranks an empty list. With ``stream`` the arrays are returned at once
+        and hold the bytes once the root's ``stream`` gets past this call."""
+        source = device_memory(send)
+        arrays = self._gather_to_host(source.ptr, source.nbytes, root, stream, send)
+        return [PinnedArray((0,), np.uint8) if a is None else a for a in arrays]
+
+    def broadcast_from_host(self, data: Any, recv: Any, root: int, *, stream: Any = None) -> None:
+        """Copies ``root``'s host ``data`` (bytes-like, numpy, CPU tensor; pageable or page-locked; ``None``
+        allowed on the other ranks, where it is not read) into every rank's ``recv``, the root's too; the
+        bytes of ``recv`` past them are left alone. With ``stream``, the root may reuse ``data`` when the
+        call returns, except when no other rank shares its node and ``data`` is page-locked: then it is
+        read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
+        target = device_memory(recv)
+        self._broadcast_from_host(data, target.ptr, target.nbytes, root, stream)
+
+
+def _optional_memory(tensor: Any) -> DeviceMemory:
+    return _NO_MEMORY if tensor is None else device_memory(tensor)
+
+
+def _milliseconds(timeout: Any) -> int | None:
+    """``timeout`` (seconds, or a ``timedelta``) in whole milliseconds; the C++ side refuses below 1 ms."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise InvalidArgumentError(
+            f"timeout: expected seconds (a number) or a datetime.timedelta, got {type(timeout).__name__}"
+        )
+    if not math.isfinite(seconds) or abs(seconds) >= 1e15:
+        raise InvalidArgumentError(f"timeout: {timeout!r} is not a duration in range")
+    return int(seconds * 1000)

@@ -1,4 +1,4 @@
-"""gpuxfer.Communicator: the C++ Communicator (one rank of a job over NCCL), tensors read on the Python side."""
+"""gpuxfer.Communicator: the C++ Communicator (one rank of a job over NCCL), tensors read in Python."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Communicator(_gpuxfer._Communicator):
         return communicator
 
     def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
-        """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size on every rank)."""
+        """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere)."""
         memory = device_memory(buf)
         self._broadcast(memory.ptr, memory.nbytes, root, stream, buf)
 

@@ -87,8 +87,9 @@ class Torch:
         with self.torch.cuda.stream(stream):
             return self.torch.from_numpy(host).to(f"cuda:{ordinal}", non_blocking=True)
 
-    def synchronize(self) -> None:
-        for d in range(self.torch.cuda.device_count()):
+    def synchronize(self, ordinal: int | None = None) -> None:
+        """Waits for the work queued on device ordinal, or on every device."""
+        for d in range(self.torch.cuda.device_count()) if ordinal is None else [ordinal]:
             self.torch.cuda.synchronize(d)
 
 
@@ -150,8 +151,8 @@ class Cupy:
             out.set(host, stream=stream)
             return out
 
-    def synchronize(self) -> None:
-        for d in range(self.cupy.cuda.runtime.getDeviceCount()):
+    def synchronize(self, ordinal: int | None = None) -> None:
+        for d in range(self.cupy.cuda.runtime.getDeviceCount()) if ordinal is None else [ordinal]:
             with self.cupy.cuda.Device(d):
                 self.cupy.cuda.Device(d).synchronize()
 

@@ -1,0 +1,291 @@
+"""gpuxfer.Communicator: its argument and environment checks (no GPU needed), creation without a GPU
+(NoDeviceError with CUDA's reason), every operation in a world of one with torch and with cupy tensors in
+both forms, byte for byte (comm_checks.py), and a world of two started by `gpuxfer launch -n 2`
+(comm_ranks.py on each rank). The GPU tests skip, saying why, without enough GPUs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import weakref
+
+import gpuxfer
+import numpy as np
+import pytest
+from comm_checks import OPERATIONS, SIZE, check_broadcast_from_host, produce
+from conftest import DEVICE_COUNT, needs_devices
+from frameworks import pattern
+
+HERE = pathlib.Path(__file__).resolve().parent
+LAUNCHER_VARIABLES = [
+    "GPUXFER_RANK",
+    "GPUXFER_WORLD_SIZE",
+    "GPUXFER_LOCAL_RANK",
+    "GPUXFER_INIT",
+    "GPUXFER_TIMEOUT",
+    "GPUXFER_NODE_ID",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+]
+
+
+@pytest.fixture
+def environment(monkeypatch):
+    """No launcher's variables (a test sets those it needs): the process is a job of one."""
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def expect_error(cls, match, call):
+    with pytest.raises(cls, match=match) as caught:
+        call()
+    assert type(caught.value) is cls and caught.value.code == cls.code
+    return caught.value
+
+
+# --- Checks before any CUDA call: the same with a GPU or without ---------------------------------------
+
+BAD_ARGUMENTS = [
+    ((0, 0), {}, gpuxfer.InvalidArgumentError, "world_size is 0"),
+    ((2, 2, "tcp://127.0.0.1:1"), {}, gpuxfer.InvalidArgumentError, "rank 2 is out of range"),
+    ((-1, 2, "tcp://127.0.0.1:1"), {}, gpuxfer.InvalidArgumentError, "rank -1 is out of range"),
+    ((0, 2), {}, gpuxfer.InvalidOptionError, "a world of 2 ranks needs an init_address"),
+    ((0, 2, "http://host:1"), {}, gpuxfer.InvalidOptionError, "init_address='http://host:1'"),
+    ((0, 1), {"device": -1}, gpuxfer.InvalidArgumentError, "CommunicatorOptions::device is -1"),
+    ((0, 1), {"timeout": 0}, gpuxfer.InvalidArgumentError, "CommunicatorOptions::timeout is 0 ms"),
+    ((0, 1), {"timeout": -2.5}, gpuxfer.InvalidArgumentError, "CommunicatorOptions::timeout is -2500 ms"),
+    ((0, 1), {"timeout": datetime.timedelta(microseconds=10)}, gpuxfer.InvalidArgumentError, "is 0 ms"),
+    ((0, 1), {"timeout": "soon"}, gpuxfer.InvalidArgumentError, "timeout: expected seconds"),
+    ((0, 1), {"timeout": True}, gpuxfer.InvalidArgumentError, "timeout: expected seconds"),
+    ((0, 1), {"timeout": float("nan")}, gpuxfer.InvalidArgumentError, "not a duration in range"),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, cls, match", BAD_ARGUMENTS)
+def test_bad_arguments_are_refused_before_cuda(environment, args, kwargs, cls, match):
+    expect_error(cls, match, lambda: gpuxfer.Communicator(*args, **kwargs))
+
+
+BAD_VARIABLES = [
+    ({"GPUXFER_RANK": "0", "GPUXFER_WORLD_SIZE": "abc"}, "GPUXFER_WORLD_SIZE='abc'"),
+    ({"GPUXFER_WORLD_SIZE": "2"}, "GPUXFER_WORLD_SIZE='2': set without GPUXFER_RANK"),
+    ({"GPUXFER_RANK": "3", "GPUXFER_WORLD_SIZE": "2"}, "GPUXFER_RANK='3'.*out of range"),
+    ({"GPUXFER_TIMEOUT": "soon"}, "GPUXFER_TIMEOUT='soon'"),
+    ({"RANK": "0", "WORLD_SIZE": "two"}, "WORLD_SIZE='two'"),
+]
+
+
+@pytest.mark.parametrize("variables, match", BAD_VARIABLES)
+def test_bad_variables_are_refused_before_cuda(environment, variables, match):
+    for name, value in variables.items():
+        environment.setenv(name, value)
+    expect_error(gpuxfer.InvalidOptionError, match, gpuxfer.Communicator.from_environment)
+
+
+def test_from_environment_checks_its_arguments(environment):
+    expect_error(
+        gpuxfer.InvalidArgumentError, "device is -1", lambda: gpuxfer.Communicator.from_environment(device=-1)
+    )
+    expect_error(
+        gpuxfer.InvalidArgumentError,
+        "timeout is 0 ms",
+        lambda: gpuxfer.Communicator.from_environment(timeout=0),
+    )
+    expect_error(
+        gpuxfer.InvalidArgumentError,
+        "timeout: expected seconds",
+        lambda: gpuxfer.Communicator.from_environment(timeout="1s"),
+    )
+
+
+# --- Without a GPU ---------------------------------------------------------------------------------------
+
+no_gpu = pytest.mark.skipif(DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths")
+
+
+@no_gpu
+def test_creation_without_a_gpu_names_the_cuda_reason(environment):
+    error = expect_error(gpuxfer.NoDeviceError, "no CUDA device", lambda: gpuxfer.Communicator(0, 1))
+    assert error.message.startswith("rank 0 of 1: no CUDA device (cudaGetDeviceCount: ")
+    assert str(error).startswith("gpuxfer no_device: ")
+    expect_error(gpuxfer.NoDeviceError, "no CUDA device", gpuxfer.Communicator.from_environment)
+    expect_error(
+        gpuxfer.NoDeviceError, "no CUDA device", lambda: gpuxfer.Communicator.from_environment(timeout=5.0)
+    )
+
+
+@no_gpu
+def test_without_a_gpu_no_rank_waits_for_the_others(environment):
+    """The device is chosen before the rendezvous: rank 0 of 2 fails at once instead of listening."""
+    expect_error(
+        gpuxfer.NoDeviceError,
+        "rank 0 of 2: no CUDA device",
+        lambda: gpuxfer.Communicator(0, 2, "tcp://127.0.0.1:1", timeout=datetime.timedelta(seconds=1)),
+    )
+    environment.setenv("GPUXFER_RANK", "1")
+    environment.setenv("GPUXFER_WORLD_SIZE", "2")
+    environment.setenv("GPUXFER_INIT", "tcp://127.0.0.1:1")
+    expect_error(gpuxfer.NoDeviceError, "rank 1 of 2: no CUDA device", gpuxfer.Communicator.from_environment)
+
+
+# --- A world of one, in this process --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def comm1():
+    """Rank 0 of 1 on CUDA device 0, shared by this module's tests (NCCL's creation is not free)."""
+    needs_devices(1)
+    return gpuxfer.Communicator(0, 1, timeout=60)
+
+
+def test_a_world_of_one_says_what_it_is(comm1):
+    assert (comm1.rank, comm1.world_size, comm1.device) == (0, 1, 0)
+    assert comm1.timeout == datetime.timedelta(seconds=60)
+
+
+@pytest.mark.parametrize("form", ["blocking", "stream"])
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_a_world_of_one_runs_every_operation(comm1, lib, operation, form):
+    stream = lib.stream(comm1.device) if form == "stream" else None
+    OPERATIONS[operation](comm1, lib, stream)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "numpy", "torch"])
+def test_broadcast_from_host_takes_every_kind_of_host_data(comm1, lib, kind):
+    if kind == "torch":
+        pytest.importorskip("torch")
+    check_broadcast_from_host(comm1, lib, None, kind)
+    check_broadcast_from_host(comm1, lib, lib.stream(comm1.device), kind)
+
+
+def test_gather_to_host_of_nothing_gives_an_empty_array(comm1, lib):
+    arrays = comm1.gather_to_host(lib.upload(comm1.device, np.zeros(0, np.uint8)), 0)
+    assert len(arrays) == 1 and isinstance(arrays[0], gpuxfer.PinnedArray) and arrays[0].size == 0
+
+
+def test_gather_to_host_results_outlive_the_communicator(lib):
+    needs_devices(1)
+    comm = gpuxfer.Communicator(0, 1, timeout=60)
+    data = pattern(0, SIZE, 7)
+    arrays = comm.gather_to_host(lib.upload(comm.device, data), 0)
+    del comm
+    gc.collect()
+    np.testing.assert_array_equal(arrays[0], data)
+
+
+def test_a_stream_ordered_call_keeps_its_tensors_until_the_stream_is_past_it(comm1, lib):
+    stream = lib.stream(comm1.device)
+    recv = lib.poisoned(comm1.device, SIZE)
+    send = produce(comm1, lib, stream, pattern(0, SIZE, 8))  # behind a ~50 ms spin on stream
+    try:
+        sent = weakref.ref(send)
+    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
+        sent = None
+    comm1.all_gather(send, recv, stream=stream)
+    del send
+    gc.collect()
+    assert comm1._kept >= 1, "nothing kept while the stream still runs the call"
+    assert sent is None or sent() is not None, "the send tensor was dropped while the stream used it"
+    comm1.synchronize(stream)
+    gc.collect()
+    assert comm1._kept == 0 and (sent is None or sent() is None), "kept past the stream"
+    np.testing.assert_array_equal(lib.download(recv), pattern(0, SIZE, 8))
+
+
+def test_operations_check_their_arguments(comm1, lib):
+    buf = lib.poisoned(comm1.device, 4096)
+    host = np.zeros(8, np.uint8)
+    expect_error(gpuxfer.InvalidArgumentError, "CUDA tensor", lambda: comm1.broadcast(host, 0))
+    expect_error(gpuxfer.InvalidArgumentError, "root 1 is out of range", lambda: comm1.broadcast(buf, 1))
+    expect_error(gpuxfer.InvalidArgumentError, "stream", lambda: comm1.broadcast(buf, 0, stream="default"))
+    expect_error(gpuxfer.InvalidArgumentError, "stream is required", lambda: comm1.synchronize(None))
+    small = lib.poisoned(comm1.device, 16)
+    expect_error(gpuxfer.InvalidArgumentError, "recv holds", lambda: comm1.all_gather(buf, small))
+    too_much = bytes(4097)
+    expect_error(
+        gpuxfer.InvalidArgumentError,
+        "cannot take the root",
+        lambda: comm1.broadcast_from_host(too_much, buf, 0)
+    )
+    with pytest.raises(TypeError):
+        comm1.broadcast_from_host(object(), buf, 0)
+
+
+# --- A world of two, under `gpuxfer launch -n 2` ---------------------------------------------------------
+
+
+def gpuxfer_command() -> str | None:
+    """The `gpuxfer` command: $GPUXFER_CLI, else the one of the CMake build whose package this is
+    (PYTHONPATH=build/python: build/apps/gpuxfer), else one on PATH."""
+    if os.environ.get("GPUXFER_CLI"):
+        return os.environ["GPUXFER_CLI"]
+    beside = pathlib.Path(gpuxfer.__file__).resolve().parents[2] / "apps" / "gpuxfer"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("gpuxfer")
+
+
+def launch(arguments, variables):
+    """`gpuxfer launch ARGUMENTS -- python comm_ranks.py ...`; skips without the command."""
+    command = gpuxfer_command()
+    if command is None:
+        pytest.skip("no `gpuxfer` command: set GPUXFER_CLI, or test a CMake build (PYTHONPATH=build/python)")
+    path = os.pathsep.join([str(HERE), *sys.path])
+    env = dict(os.environ, PYTHONPATH=path, GPUXFER_TIMEOUT="60", **variables)
+    ranks = HERE / "comm_ranks.py"
+    run = subprocess.run(
+        [command, "launch", *arguments[:-1], "--", sys.executable, str(ranks), arguments[-1]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    return run.returncode, run.stdout + run.stderr
+
+
+@no_gpu
+def test_under_gpuxfer_launch_each_rank_finds_its_place_and_names_the_missing_gpu(environment):
+    code, output = launch(["-n", "2", "join"], {})
+    assert code == 1, output
+    assert re.search(r"^\[[01]\] .*gpuxfer no_device: rank [01] of 2: no CUDA device", output, re.M), output
+
+
+@pytest.fixture
+def two_devices():
+    needs_devices(2)
+
+
+NODES = {
+    "one_node": ([], {}),
+    # Each rank a node of its own over NCCL's network transport: the host operations' path between nodes.
+    "node_per_rank": (
+        ["--node-per-rank"],
+        {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"},
+    ),
+}
+
+
+@pytest.mark.parametrize("nodes", list(NODES))
+def test_a_world_of_two_runs_every_operation(two_devices, lib, nodes):
+    flags, variables = NODES[nodes]
+    code, output = launch(["-n", "2", *flags, lib.name], variables)
+    assert code == 0, output
+    for rank in range(2):
+        assert f"[{rank}] rank {rank} of 2: {2 * len(OPERATIONS)} checks passed" in output, output

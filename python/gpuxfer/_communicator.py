@@ -22,7 +22,8 @@ class Communicator(_gpuxfer._Communicator):
     Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
     sizes, the ranks of a copy). Buffers are CUDA tensors or arrays (``__dlpack__`` or
     ``__cuda_array_interface__``, C-contiguous) on this rank's device; their bytes are what is moved,
-    whatever the dtype. Not thread-safe: call from one thread at a time.
+    whatever the dtype. Calls from several threads take turns, in whichever order they come (which every
+    rank must agree on, as NCCL requires): call from one thread.
 
     Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the legacy
     default stream (torch's and cupy's default stream, unless per-thread) and returns when the data is in

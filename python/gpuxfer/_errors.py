@@ -74,7 +74,9 @@ class DeviceFaultError(Error):
 
 
 class CommError(Error):
-    """A rendezvous between processes failed: a rank unreachable, missing, inconsistent or out of time."""
+    """A job of several processes failed: a rank unreachable, missing, inconsistent or out of time, in the
+    rendezvous, the NCCL communicator's creation, or an operation (after which that Communicator is
+    aborted: every later call raises)."""
 
     code = "comm_error"
 

@@ -5,6 +5,7 @@
 // any array host_view accepts. gpuxfer.Communicator (python/gpuxfer/_communicator.py) is the public face.
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,8 +29,9 @@ namespace gpuxfer::python {
 namespace {
 
 /// The communicator, and what its stream-ordered calls use until their streams get past them (a call
-/// returns once queued: the caller may drop its tensors and host arrays at once). Touched with the GIL
-/// held only; not thread-safe, as the C++ Communicator is not.
+/// returns once queued: the caller may drop its tensors and host arrays at once). The C++ Communicator is
+/// not thread-safe: calls from several Python threads (each with the GIL released) take turns on busy,
+/// in whichever order they come, which every rank must then agree on. kept is touched with the GIL held.
 struct PyCommunicator {
   explicit PyCommunicator(Communicator made) : comm(std::move(made)), ordinal{comm->device()} {}
   /// Finalises the NCCL communicator (bounded by the timeout) with the GIL released; then kept's
@@ -43,6 +45,7 @@ struct PyCommunicator {
 
   std::optional<Communicator> comm;  // engaged until destruction
   int ordinal;                       // this rank's device, for marks on the legacy default stream
+  std::mutex busy;                   // held by the call in progress, GIL released
   KeptObjects kept;
 };
 
@@ -81,6 +84,7 @@ auto run(PyCommunicator& c, nb::handle stream, nb::object used, Op&& op) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
   auto call = [&] {
     nb::gil_scoped_release gil;
+    const std::lock_guard turn(c.busy);
     return op(s);
   };
   if (!s) return call();
@@ -166,6 +170,7 @@ void synchronize(PyCommunicator& c, nb::handle stream) {
   }
   {
     nb::gil_scoped_release gil;
+    const std::lock_guard turn(c.busy);
     c.comm->synchronize(*s);
   }
   c.kept.reap();

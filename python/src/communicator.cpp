@@ -77,11 +77,11 @@ void init(PyCommunicator* self, std::optional<int> rank, std::optional<int> worl
 
 // The operation of stream= @p stream with the GIL released: @p op(std::nullopt) for None (the blocking
 // form), else @p op(the stream) (the stream-ordered form), after which @p used (the call's tensors and
-// host arrays) is kept until that stream gets past the call.
+// host arrays) is kept until that stream gets past the call (under capture, until the next call's reap).
 template <typename Op>
 auto run(PyCommunicator& c, nb::handle stream, nb::object used, Op&& op) {
-  c.kept.reap();
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  if (!s || !capturing(*s)) c.kept.reap();  // reaping queries events: never while capturing
   auto call = [&] {
     nb::gil_scoped_release gil;
     const std::lock_guard turn(c.busy);

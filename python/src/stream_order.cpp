@@ -42,6 +42,12 @@ std::optional<cudaStream_t> stream_arg(nb::handle stream) {
   return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
 }
 
+bool capturing(cudaStream_t stream) noexcept {
+  if (stream == nullptr || stream == cudaStreamLegacy) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+}
+
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
   const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
   std::vector<int> ordinals;

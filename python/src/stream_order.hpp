@@ -38,6 +38,11 @@ auto call_then(Call&& call, After&& after) {
   }
 }
 
+/// True while @p stream (not the legacy default stream, which cannot capture) is capturing into a CUDA
+/// graph; false too when CUDA cannot tell (the call that uses the stream then says why). No event may be
+/// queried meanwhile: that would invalidate the capture.
+[[nodiscard]] bool capturing(cudaStream_t stream) noexcept;
+
 /// Where a stream's queued work ends, as events: one on @p stream, or for 0 and cudaStreamLegacy (one
 /// legacy default stream per device) one on the legacy default stream of each ordinal. A capturing
 /// stream gets none (a captured event cannot be queried; see Kept). Move-only, owns its events.

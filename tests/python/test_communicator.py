@@ -19,9 +19,9 @@ import weakref
 import gpuxfer
 import numpy as np
 import pytest
-from comm_checks import OPERATIONS, SIZE, check_broadcast_from_host, produce
+from comm_checks import OPERATIONS, SIZE, SLACK, check_broadcast_from_host, produce
 from conftest import DEVICE_COUNT, needs_devices
-from frameworks import pattern
+from frameworks import POISON, pattern
 
 HERE = pathlib.Path(__file__).resolve().parent
 LAUNCHER_VARIABLES = [
@@ -207,6 +207,49 @@ def test_a_stream_ordered_call_keeps_its_tensors_until_the_stream_is_past_it(com
     gc.collect()
     assert comm1._kept == 0 and (sent is None or sent() is None), "kept past the stream"
     np.testing.assert_array_equal(lib.download(recv), pattern(0, SIZE, 8))
+
+
+def test_all_gather_captured_into_a_cuda_graph_replays_with_new_data(comm1, lib):
+    if lib.name != "torch":
+        pytest.skip("captured with torch.cuda.graph")
+    torch = lib.torch
+    device = f"cuda:{comm1.device}"
+    send = torch.empty(SIZE, dtype=torch.uint8, device=device)
+    recv = torch.full((SIZE + SLACK,), POISON, dtype=torch.uint8, device=device)
+    out = recv[:SIZE]  # a capacity of SIZE exactly: the slack past it must stay poisoned
+    # An earlier stream-ordered call whose keep-alive is still listed when the capture starts (nothing has
+    # reaped it since): it must not be reaped during the capture, whose event queries would invalidate it.
+    other = lib.stream(comm1.device)
+    early_recv = lib.poisoned(comm1.device, SIZE)
+    early_send = produce(comm1, lib, other, pattern(0, SIZE, 10))
+    comm1.all_gather(early_send, early_recv, stream=other)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # torch's default: global capture mode, the strictest
+        comm1.all_gather(send, out, stream=torch.cuda.current_stream())
+    comm1.synchronize(other)
+    np.testing.assert_array_equal(lib.download(early_recv), pattern(0, SIZE, 10), err_msg="the earlier call")
+    for seed in (11, 12, 13):
+        data = pattern(0, SIZE, seed)
+        send.copy_(torch.from_numpy(data))
+        graph.replay()
+        torch.cuda.synchronize(device)
+        got = recv.cpu().numpy()
+        np.testing.assert_array_equal(got[:SIZE], data, err_msg=f"replay with seed {seed}")
+        assert (got[SIZE:] == POISON).all(), "a replay wrote past the capacity"
+
+
+def test_gather_refuses_capture(comm1, lib):
+    if lib.name != "torch":
+        pytest.skip("captured with torch.cuda.graph")
+    torch = lib.torch
+    device = f"cuda:{comm1.device}"
+    send = torch.zeros(16, dtype=torch.uint8, device=device)
+    recv = torch.zeros(16, dtype=torch.uint8, device=device)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(gpuxfer.UnsupportedError):
+        with torch.cuda.graph(graph):
+            comm1.gather(send, recv, 0, stream=torch.cuda.current_stream())
 
 
 def test_operations_check_their_arguments(comm1, lib):

@@ -33,6 +33,12 @@ class Communicator(_gpuxfer._Communicator):
     later work waits for it, and it returns once queued (after the host waits for the ranks' exchanges of
     sizes); wait with ``synchronize(stream)``, which is bounded. What such a call uses (its tensors and host
     data) is kept alive until ``stream`` gets past it. Every call that may wait releases the GIL.
+
+    CUDA graphs: ``broadcast``, ``all_gather`` and ``copy`` with ``stream`` may be captured (the C++
+    rules: a captured operation is ordered with the capturing stream alone, and every rank captures and
+    launches the same ones in the same order); the others raise ``UnsupportedError`` while ``stream``
+    captures. Nothing can tell when a replay is done: keep the captured tensors alive for as long as the
+    graph may launch (the communicator lets go of them at its next call).
     """
 
     def __init__(

@@ -30,9 +30,12 @@ class Communicator(_gpuxfer._Communicator):
     place, every wait bounded by the timeout. With ``stream`` (a ``torch.cuda.Stream``, a
     ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
     ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work, the stream's
-    later work waits for it, and it returns once queued (after the host waits for the ranks' exchanges of
-    sizes); wait with ``synchronize(stream)``, which is bounded. What such a call uses (its tensors and host
-    data) is kept alive until ``stream`` gets past it. Every call that may wait releases the GIL.
+    later work waits for it, and it returns once queued (``gather`` and the host operations first wait on
+    the host for the ranks' exchanges of sizes, which wait for this communicator's previous operation to
+    end, not for the caller's stream); wait with ``synchronize(stream)``, which is bounded by the timeout
+    and fails when a peer does, where a plain CUDA wait may never return. What such a call uses (its
+    tensors and host data) is kept alive until ``stream`` gets past it. Every call that may wait releases
+    the GIL, and so does the communicator's end, which waits for its last operation within the timeout.
 
     CUDA graphs: ``broadcast``, ``all_gather`` and ``copy`` with ``stream`` may be captured (the C++
     rules: a captured operation is ordered with the capturing stream alone, and every rank captures and

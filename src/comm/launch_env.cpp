@@ -37,7 +37,9 @@ std::string require(const EnvLookup& lookup, const std::string& variable, const 
   return *value;
 }
 
-// GPUXFER_INIT, else MASTER_ADDR + MASTER_PORT, else nothing.
+// GPUXFER_INIT, else MASTER_ADDR and the port after MASTER_PORT, else nothing. MASTER_PORT itself is
+// torch.distributed's: torchrun's agent serves its store there (TORCHELASTIC_USE_AGENT_STORE), or the
+// program's own init_process_group listens there.
 std::optional<InitAddress> find_address(const EnvLookup& lookup) {
   if (const auto init = lookup("GPUXFER_INIT")) return parse_init_address(*init, "GPUXFER_INIT");
   const auto host = lookup("MASTER_ADDR");
@@ -48,7 +50,12 @@ std::optional<InitAddress> find_address(const EnvLookup& lookup) {
   }
   if (!port)
     throw Error(Errc::invalid_option, "MASTER_ADDR is set but MASTER_PORT is not: set both, or GPUXFER_INIT");
-  return tcp_address(*host, *port, "MASTER_PORT");
+  InitAddress address = tcp_address(*host, *port, "MASTER_PORT");
+  if (address.port == 65535) {
+    bad("MASTER_PORT", *port, "gpuxfer listens on the port after it, and there is none: set GPUXFER_INIT");
+  }
+  ++address.port;
+  return address;
 }
 
 LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {

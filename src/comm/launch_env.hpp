@@ -36,7 +36,9 @@ struct LaunchEnv {
 /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's SLURM_PROCID / SLURM_NTASKS
 /// / SLURM_LOCALID; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK. Slurm and Open MPI give no
 /// address: it comes from GPUXFER_INIT or MASTER_ADDR and MASTER_PORT. GPUXFER_INIT wins over
-/// MASTER_ADDR/MASTER_PORT. With none of them set: a single process (rank 0 of 1, no address).
+/// MASTER_ADDR/MASTER_PORT. From those, rank 0 listens on MASTER_ADDR at MASTER_PORT + 1: MASTER_PORT is
+/// torch.distributed's (torchrun's agent serves its store there, or the program's init_process_group
+/// does). With none of them set: a single process (rank 0 of 1, no address).
 /// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all.
 /// @throws Error(Errc::invalid_option) naming the variable and its value
 [[nodiscard]] LaunchEnv read_launch_env(const EnvLookup& lookup);

@@ -96,7 +96,7 @@ UniqueFd tcp_listen(const std::string& host, int port, int backlog) {
   if (last_error == EADDRINUSE) {
     comm_fail("rank 0 cannot listen on " + endpoint(host, port) +
               ": the port is already in use (another job, or a process still holding it): choose another "
-              "port in GPUXFER_INIT or MASTER_PORT");
+              "port in GPUXFER_INIT (or MASTER_PORT, whose next port gpuxfer takes)");
   }
   comm_fail("rank 0 cannot listen on " + endpoint(host, port) + " (" + std::strerror(last_error) +
             "): GPUXFER_INIT or MASTER_ADDR must name an address of rank 0's own host");

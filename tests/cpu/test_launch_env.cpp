@@ -68,7 +68,16 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.world_size, 2);
   EXPECT_EQ(env.local_rank, 0);
-  EXPECT_EQ(env.init.to_string(), "tcp://10.0.0.1:29400");
+  // MASTER_PORT is torch.distributed's (torchrun's agent store listens there): gpuxfer takes the next.
+  EXPECT_EQ(env.init.to_string(), "tcp://10.0.0.1:29401");
+}
+
+TEST(LaunchEnv, AMasterPortWithoutANextPortIsRefused) {
+  EXPECT_TRUE(throws_error(
+      [] { (void)read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}); },
+      Errc::invalid_option, "MASTER_PORT='65535'", "the port after it", "GPUXFER_INIT"));
+  const LaunchEnv last = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65534"}});
+  EXPECT_EQ(last.init.port, 65535);
 }
 
 TEST(LaunchEnv, GpuxferInitWinsOverMaster) {
@@ -92,7 +101,7 @@ TEST(LaunchEnv, SlurmTakesTheAddressFromMaster) {
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
   EXPECT_EQ(env.local_rank, 1);
-  EXPECT_EQ(env.init.to_string(), "tcp://n1:1234");
+  EXPECT_EQ(env.init.to_string(), "tcp://n1:1235");
 }
 
 TEST(LaunchEnv, OpenMpiTakesTheAddressFromGpuxferInit) {

@@ -12,6 +12,7 @@
 
 #include "comm/rendezvous.hpp"
 #include "comm/tcp_rendezvous.hpp"
+#include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
 
@@ -38,6 +39,31 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
+
+// Under torchrun its agent already serves a store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), held here
+// by a listener of this process: ranks that read torchrun's variables must meet beside it, not fail on a
+// port in use.
+TEST(TcpRendezvousUnderTorchrun, RanksMeetBesideTheStoreAtMasterPort) {
+  const detail::UniqueFd store = detail::tcp_listen("127.0.0.1", 0, 1);
+  const int port = detail::bound_port(store);
+  if (port == 65535) GTEST_SKIP() << "the free port is the last one: no port after it";
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < 2; ++rank) {
+    bodies.push_back([rank, port] {
+      test::FakeEnv variables({{"RANK", std::to_string(rank)},
+                               {"WORLD_SIZE", "2"},
+                               {"LOCAL_RANK", std::to_string(rank)},
+                               {"MASTER_ADDR", "127.0.0.1"},
+                               {"MASTER_PORT", std::to_string(port)},
+                               {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                               {"GPUXFER_TIMEOUT", "10"}});
+      const detail::LaunchEnv env = detail::read_launch_env(variables.lookup());
+      return detail::exchange_blob(env, env.rank == 0 ? "torchrun's job" : "ignored");
+    });
+  }
+  const auto outcomes = test::run_forked(bodies, 20s);
+  EXPECT_TRUE(test::every_rank_got(outcomes, "torchrun's job"));
+}
 
 TEST(TcpRendezvousErrors, NobodyListeningNamesTheAddressAndTheTimeout) {
   const auto init = test::local_tcp();

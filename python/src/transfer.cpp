@@ -34,10 +34,11 @@ nb::list arrays(std::vector<HostBuffer>&& buffers) {
   return out;
 }
 
-// Runs @p op with the GIL released, counted in flight so that no registered tensor dies meanwhile.
+// Runs @p op with the GIL released, counted in flight so that no registered tensor dies meanwhile; first
+// drops what earlier stream-ordered calls kept and their streams are past, unless @p reap is false.
 template <typename Op>
-auto released(Transfer& t, Op&& op) {
-  t.reap();
+auto released(Transfer& t, Op&& op, bool reap = true) {
+  if (reap) t.reap();
   InFlight counted(t);
   nb::gil_scoped_release gil;
   return op();
@@ -45,9 +46,12 @@ auto released(Transfer& t, Op&& op) {
 
 // Runs the stream-ordered @p op as released does, then keeps @p used (what the call reads or writes
 // beyond the registrations) until @p stream gets past it: the call returns before its work is done.
+// Reaping queries events, which would invalidate a capture in progress (torch.cuda.graph's global mode):
+// not while @p stream captures.
 template <typename Op>
 auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
-  return call_then([&] { return released(t, op); }, [&] { t.keep_until(stream, std::move(used)); });
+  const bool reap = !capturing(stream);
+  return call_then([&] { return released(t, op, reap); }, [&] { t.keep_until(stream, std::move(used)); });
 }
 
 template <typename Handle>

@@ -111,6 +111,30 @@ def test_gather_into_pinned_with_stream(manager, lib):
         same(lib.download(after), whole, "gather_into, seen by the stream's next work")
 
 
+def test_a_capture_while_an_earlier_calls_keep_alive_is_listed(manager, lib):
+    """torch.cuda.graph captures in global mode, where an event query invalidates the capture: a stream-
+    ordered call captured while an earlier call's keep-alive is still listed must not reap it then."""
+    if lib.name != "torch":
+        pytest.skip("captured with torch.cuda.graph")
+    torch = lib.torch
+    transfer = gpuxfer.Transfer(manager)
+    s = device0_stream(manager, lib)
+    _, expected = registered_late(transfer, lib, s, seed=21)
+    whole = np.concatenate(expected)
+    early = np.full(whole.size, POISON, np.uint8)
+    out = np.full(whole.size, POISON, np.uint8)
+    with gpuxfer.register_host(early), gpuxfer.register_host(out), torch.cuda.device(manager.devices[0].ordinal):
+        transfer.gather_into(early, stream=s)  # behind the slow producer: its keep-alive stays listed
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # torch's default: global capture mode, the strictest
+            transfer.gather_into(out, stream=torch.cuda.current_stream())
+        lib.synchronize()
+        same(early, whole, "the earlier call")
+        graph.replay()
+        torch.cuda.synchronize()
+        same(out, whole, "the captured gather_into, replayed")
+
+
 def test_gather_into_pageable_with_stream_returns_with_the_bytes(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     s = device0_stream(manager, lib)

@@ -11,14 +11,16 @@ import numpy.typing as npt
 __version__: str
 
 class PinnedBlock:
-    """One pinned HostBuffer leased from the pool (a PinnedArray's .base); the buffer protocol over it."""
+    """One pinned HostBuffer (a PinnedArray's .base): a lease from the pool, or a view of a Communicator
+    root's shared segment; the buffer protocol over it."""
     @property
     def nbytes(self) -> int: ...
     @property
     def ptr(self) -> int: ...
 
 class PinnedArray(np.ndarray[Any, np.dtype[Any]]):
-    """A numpy array over pinned memory leased from the pool: __dlpack_device__() is (3, 0) (kDLCUDAHost)."""
+    """A numpy array over pinned memory (the pool's, or a Communicator root's shared segment):
+    __dlpack_device__() is (3, 0) (kDLCUDAHost)."""
     @property
     def pinned(self) -> bool: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
@@ -31,7 +33,7 @@ class PinnedArray(np.ndarray[Any, np.dtype[Any]]):
         copy: bool | None = None,
     ) -> Any: ...
 
-HostArray = PinnedArray  # 1-D uint8 over pinned memory leased from the pool
+HostArray = PinnedArray  # 1-D uint8 over pinned memory (the pool's, or a shared segment's)
 
 class Error(RuntimeError):
     code: str

@@ -1,8 +1,9 @@
 """Gathered results: numpy arrays over pinned HostBuffers that say so through DLPack.
 
-A ``PinnedArray`` is an ``np.ndarray`` subclass whose ``.base`` is the ``PinnedBlock`` leased from the
-manager's pool; the block goes back when the array, every view of it and every DLPack consumer of those
-(a torch tensor from ``torch.from_dlpack``) are gone.
+A ``PinnedArray`` is an ``np.ndarray`` subclass whose ``.base`` is a ``PinnedBlock``: a lease from the
+manager's pool (``Transfer``'s gathers) or a view of a ``Communicator`` root's shared segment
+(``gather_to_host``); the block goes back when the array, every view of it and every DLPack consumer of
+those (a torch tensor from ``torch.from_dlpack``) are gone.
 
 DLPack: ``__dlpack_device__()`` is ``(kDLCUDAHost, 0)``, the truth about the memory. The capsule that
 ``__dlpack__()`` hands out says kDLCPU unless the consumer asks for ``dl_device=(kDLCUDAHost, 0)``: that is
@@ -35,7 +36,8 @@ def block_of(array: np.ndarray) -> _gpuxfer.PinnedBlock | None:
 
 
 class PinnedArray(np.ndarray):
-    """A numpy array over pinned host memory leased from gpuxfer's pool (``.base`` is its PinnedBlock)."""
+    """A numpy array over pinned host memory: gpuxfer's pool, or a Communicator root's shared segment
+    (``.base`` is its PinnedBlock)."""
 
     @property
     def pinned(self) -> bool:

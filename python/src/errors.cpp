@@ -36,7 +36,7 @@ void bind_errors(nb::module_& m) {
       raise_error(error);
     }
   });
-  // A way to see the translation work without a GPU (tests/python/test_errors.py).
+  // A way to see the translation work without a GPU (tests/python/test_package.py).
   m.def(
       "_raise",
       [](const std::string& code, const std::string& message) {

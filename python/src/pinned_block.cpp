@@ -66,8 +66,9 @@ nb::object host_array(HostBuffer&& buffer) {
 void bind_pinned(nb::module_& m) {
   nb::class_<PinnedBlock>(
       m, "PinnedBlock", nb::type_slots(block_slots),
-      "One pinned HostBuffer leased from the manager's pool, returned when this dies; the "
-      "memory under a gathered PinnedArray (its .base)")
+      "One pinned HostBuffer, let go when this dies: a lease from the manager's pool (Transfer's gathers), "
+      "or a view of the root's shared segment (Communicator.gather_to_host); the memory under a gathered "
+      "PinnedArray (its .base)")
       .def_prop_ro("nbytes", [](const PinnedBlock& b) { return b.buffer.size(); })
       .def_prop_ro("ptr",
                    [](const PinnedBlock& b) { return reinterpret_cast<std::uintptr_t>(b.buffer.data()); });

@@ -55,6 +55,7 @@ std::optional<InitAddress> find_address(const EnvLookup& lookup) {
     bad("MASTER_PORT", *port, "gpuxfer listens on the port after it, and there is none: set GPUXFER_INIT");
   }
   ++address.port;
+  address.every_interface = true;  // as torch.distributed's store: MASTER_ADDR may resolve to a loopback here
   return address;
 }
 

@@ -79,7 +79,7 @@ int UniqueFd::release() noexcept {
   return fd;
 }
 
-UniqueFd tcp_listen(const std::string& host, int port, int backlog) {
+UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface) {
   const AddrInfo found = resolve(host, port, true);
   int last_error = 0;
   for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
@@ -90,7 +90,18 @@ UniqueFd tcp_listen(const std::string& host, int port, int backlog) {
     }
     const int on = 1;  // a port still in TIME_WAIT from the last job is free to listen on again
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (bind(fd.get(), info->ai_addr, info->ai_addrlen) == 0 && listen(fd.get(), backlog) == 0) return fd;
+    sockaddr_storage address{};
+    std::memcpy(&address, info->ai_addr, info->ai_addrlen);
+    if (every_interface && info->ai_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&address)->sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (every_interface && info->ai_family == AF_INET6) {
+      reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr = in6addr_any;
+      const int off = 0;  // IPv4 clients too
+      setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    }
+    if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), info->ai_addrlen) == 0 &&
+        listen(fd.get(), backlog) == 0)
+      return fd;
     last_error = errno;
   }
   if (last_error == EADDRINUSE) {

@@ -29,9 +29,10 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-/// A non-blocking socket listening on @p host:@p port (port 0: any free one).
+/// A non-blocking socket listening on @p host:@p port (port 0: any free one); with @p every_interface, on
+/// @p port of every interface of the family @p host resolves to (IPv6: IPv4 too), @p host resolved all the same.
 /// @throws Error(Errc::comm_error) naming host:port, saying so when the port is already in use
-[[nodiscard]] UniqueFd tcp_listen(const std::string& host, int port, int backlog);
+[[nodiscard]] UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface = false);
 
 /// The port a listening socket is bound to.
 [[nodiscard]] int bound_port(const UniqueFd& socket);

@@ -35,7 +35,7 @@ class Server {
     self_.world_size = static_cast<std::uint32_t>(env.world_size);
     self_.local_rank = static_cast<std::uint32_t>(env.local_rank);
     self_.host = local_host_name();
-    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size);
+    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface);
   }
 
   void run(const std::string& blob) {

@@ -68,8 +68,10 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.world_size, 2);
   EXPECT_EQ(env.local_rank, 0);
-  // MASTER_PORT is torch.distributed's (torchrun's agent store listens there): gpuxfer takes the next.
+  // MASTER_PORT is torch.distributed's (torchrun's agent store listens there): gpuxfer takes the next,
+  // on every interface, as torch's store does.
   EXPECT_EQ(env.init.to_string(), "tcp://10.0.0.1:29401");
+  EXPECT_TRUE(env.init.every_interface);
 }
 
 TEST(LaunchEnv, AMasterPortWithoutANextPortIsRefused) {
@@ -89,6 +91,7 @@ TEST(LaunchEnv, GpuxferInitWinsOverMaster) {
   EXPECT_EQ(env.init.host, "::1");
   EXPECT_EQ(env.init.port, 7000);
   EXPECT_EQ(env.init.to_string(), "tcp://[::1]:7000");
+  EXPECT_FALSE(env.init.every_interface) << "GPUXFER_INIT's host is where rank 0 listens";
 }
 
 TEST(LaunchEnv, SlurmTakesTheAddressFromMaster) {

@@ -40,6 +40,18 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
 
+// From MASTER_ADDR rank 0 listens on every interface (MASTER_ADDR may resolve to a loopback address on its
+// own host, Debian's 127.0.1.1, which other nodes cannot reach): a listener for 127.0.0.1 with
+// every_interface takes a connection to 127.0.0.2 too; one without it does not.
+TEST(TcpListen, EveryInterfaceTakesConnectionsToAnotherAddressOfTheHost) {
+  const detail::UniqueFd any = detail::tcp_listen("127.0.0.1", 0, 1, true);
+  const detail::Deadline deadline(3000ms);
+  EXPECT_TRUE(detail::tcp_connect("127.0.0.2", detail::bound_port(any), deadline, "a test"));
+  const detail::UniqueFd one = detail::tcp_listen("127.0.0.1", 0, 1);
+  EXPECT_THROW((void)detail::tcp_connect("127.0.0.2", detail::bound_port(one), detail::Deadline(300ms), "a test"),
+               Error);
+}
+
 // Under torchrun its agent already serves a store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), held here
 // by a listener of this process: ranks that read torchrun's variables must meet beside it, not fail on a
 // port in use.

@@ -34,6 +34,20 @@ class CurrentDevice {
   bool switched_ = false;
 };
 
+// While a stream of the process captures in global mode (torch.cuda.graph's default) an event query or
+// wait from any thread would invalidate that capture: this thread is relaxed for the scope. None of the
+// events it queries was recorded in a capture (StreamMark records none there).
+class RelaxedCapture {
+ public:
+  RelaxedCapture() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;  // the thread's own while in scope
+};
+
 }  // namespace
 
 std::optional<cudaStream_t> stream_arg(nb::handle stream) {
@@ -86,6 +100,7 @@ StreamMark& StreamMark::operator=(StreamMark&& other) noexcept {
 }
 
 bool StreamMark::passed() const noexcept {
+  const RelaxedCapture relaxed;
   for (cudaEvent_t e : events_) {
     if (cudaEventQuery(e) != cudaSuccess) return false;
   }
@@ -93,6 +108,7 @@ bool StreamMark::passed() const noexcept {
 }
 
 void StreamMark::wait() const noexcept {
+  const RelaxedCapture relaxed;
   for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
 }
 

@@ -56,7 +56,8 @@ class StreamMark {
   StreamMark(const StreamMark&) = delete;
   StreamMark& operator=(const StreamMark&) = delete;
 
-  /// True once the stream has got past the mark. Never blocks. An event that reports an error (a faulted
+  /// True once the stream has got past the mark. Never blocks. Safe while another stream captures in
+  /// global mode (this thread's capture mode is relaxed while it asks). An event that reports an error (a faulted
   /// device) counts as not passed: what it guards leaks rather than being freed under the GPU.
   [[nodiscard]] bool passed() const noexcept;
   /// Blocks until the stream has got past the mark (or the device failed). Call without the GIL.

@@ -12,19 +12,35 @@ if(NOT PYTHON)
   message("SKIPPED: no python3 found at configure time; gpuxfer under torchrun was not tested")
   return()
 endif()
-execute_process(COMMAND "${PYTHON}" -c "import torch.distributed.run" RESULT_VARIABLE no_torch
-  OUTPUT_QUIET ERROR_QUIET)
+execute_process(COMMAND "${PYTHON}" -c
+  "import torch, torch.distributed.run; assert int(torch.__version__.split('.')[0]) >= 2"
+  RESULT_VARIABLE no_torch OUTPUT_QUIET ERROR_QUIET)
 if(NOT no_torch EQUAL 0)
-  message("SKIPPED: ${PYTHON} has no torch (torch.distributed.run); gpuxfer under torchrun was not tested")
+  message("SKIPPED: ${PYTHON} has no torch 2 (torch.distributed.run, whose flags this uses); gpuxfer under "
+          "torchrun was not tested")
   return()
 endif()
 
 set(launcher "${PYTHON}" -m torch.distributed.run --nnodes 1 --nproc-per-node 2)
 if(MODE STREQUAL "static")
-  # A port free now, for torchrun's store; gpuxfer takes the next one.
-  execute_process(COMMAND "${PYTHON}" -c
-    "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
-    OUTPUT_VARIABLE port OUTPUT_STRIP_TRAILING_WHITESPACE)
+  # A port free now, for torchrun's store, whose next port (gpuxfer's) is free too.
+  execute_process(COMMAND "${PYTHON}" -c [=[
+import socket
+for _ in range(50):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); port = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("0.0.0.0", port + 1))
+    except OSError:
+        continue
+    finally:
+        b.close(); a.close()
+    print(port)
+    break
+]=] OUTPUT_VARIABLE port OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT port MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "found no free pair of ports for torchrun's store and gpuxfer")
+  endif()
   list(APPEND launcher --master-addr 127.0.0.1 --master-port ${port})
 else()
   list(APPEND launcher --standalone)

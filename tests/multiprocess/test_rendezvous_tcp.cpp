@@ -56,9 +56,22 @@ TEST(TcpListen, EveryInterfaceTakesConnectionsToAnotherAddressOfTheHost) {
 // by a listener of this process: ranks that read torchrun's variables must meet beside it, not fail on a
 // port in use.
 TEST(TcpRendezvousUnderTorchrun, RanksMeetBesideTheStoreAtMasterPort) {
-  const detail::UniqueFd store = detail::tcp_listen("127.0.0.1", 0, 1);
-  const int port = detail::bound_port(store);
-  if (port == 65535) GTEST_SKIP() << "the free port is the last one: no port after it";
+  // A free port for the store whose next port is free too (rank 0 takes it), a few tries at most.
+  detail::UniqueFd store;
+  int port = 0;
+  for (int attempt = 0; attempt < 20 && port == 0; ++attempt) {
+    detail::UniqueFd held = detail::tcp_listen("127.0.0.1", 0, 1);
+    const int candidate = detail::bound_port(held);
+    if (candidate == 65535) continue;
+    try {
+      (void)detail::tcp_listen("0.0.0.0", candidate + 1, 1);  // closed again at once
+    } catch (const Error&) {
+      continue;
+    }
+    store = std::move(held);
+    port = candidate;
+  }
+  if (port == 0) GTEST_SKIP() << "found no free port whose next port was free too";
   std::vector<std::function<std::string()>> bodies;
   for (int rank = 0; rank < 2; ++rank) {
     bodies.push_back([rank, port] {
@@ -67,7 +80,7 @@ TEST(TcpRendezvousUnderTorchrun, RanksMeetBesideTheStoreAtMasterPort) {
                                {"LOCAL_RANK", std::to_string(rank)},
                                {"MASTER_ADDR", "127.0.0.1"},
                                {"MASTER_PORT", std::to_string(port)},
-                               {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                               {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // as torchrun sets it (unread)
                                {"GPUXFER_TIMEOUT", "10"}});
       const detail::LaunchEnv env = detail::read_launch_env(variables.lookup());
       return detail::exchange_blob(env, env.rank == 0 ? "torchrun's job" : "ignored");

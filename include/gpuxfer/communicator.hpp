@@ -49,12 +49,15 @@ struct CommunicatorOptions {
 /// the work queued on the legacy default stream, as cudaMemcpy does, and return when the data is in place.
 ///
 /// CUDA graphs. broadcast_async, all_gather_async and copy_async can be captured (NCCL's kernels and the
-/// copies, nothing waited for on the host); a captured operation is ordered with the capturing stream
-/// alone, not with this communicator's other operations, so launch the graph where no other operation of
-/// this communicator runs at once (on the stream its other work goes to, or after synchronize), as NCCL
-/// requires of the operations of one communicator; every rank must capture and launch the same
-/// operations in the same order. The operations that wait on the host for an exchange between the ranks
-/// (gather_async, the host operations) throw Errc::unsupported while their stream captures, saying why.
+/// copies, nothing waited for on the host). Run each once before capturing it (NCCL sets up its
+/// connections on first use). A captured operation is ordered with the capturing stream alone, not with
+/// this communicator's other operations, which do not know of the graph's launches: synchronize each
+/// launch's stream before any other operation of this communicator (or launch on the stream its other work
+/// goes to and synchronize that before the next host operation), as NCCL requires of the operations of one
+/// communicator, and destroy the graph before the communicator. Every rank must capture and launch the
+/// same operations in the same order. The operations that wait on the host for an exchange between the
+/// ranks (gather_async, the host operations) and synchronize throw Errc::unsupported while their stream
+/// captures, saying why.
 ///
 /// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
 /// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
@@ -257,7 +260,8 @@ class Communicator {
   /// Waits on the host until @p stream's work queued so far is done, polling NCCL's asynchronous error,
   /// at most the timeout: the bounded wait for the stream-ordered forms.
   /// @throws Error(Errc::comm_error) on a timeout or a peer's failure (the communicator is aborted);
-  ///         Error(Errc::cuda_error / device_fault) when the stream's work failed
+  ///         Error(Errc::cuda_error / device_fault) when the stream's work failed; Error(Errc::unsupported)
+  ///         while @p stream captures
   void synchronize(cudaStream_t stream);
 
  private:

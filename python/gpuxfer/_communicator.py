@@ -38,10 +38,12 @@ class Communicator(_gpuxfer._Communicator):
     the GIL, and so does the communicator's end, which waits for its last operation within the timeout.
 
     CUDA graphs: ``broadcast``, ``all_gather`` and ``copy`` with ``stream`` may be captured (the C++
-    rules: a captured operation is ordered with the capturing stream alone, and every rank captures and
-    launches the same ones in the same order); the others raise ``UnsupportedError`` while ``stream``
-    captures. Nothing can tell when a replay is done: keep the captured tensors alive for as long as the
-    graph may launch (the communicator lets go of them at its next call).
+    rules: run each once before capturing it; a captured operation is ordered with the capturing stream
+    alone, so ``synchronize`` each replay's stream before any other call of this communicator and drop the
+    graph before the communicator; every rank captures and replays the same ones in the same order); the
+    others, and ``synchronize``, raise ``UnsupportedError`` while ``stream`` captures. Nothing can tell when
+    a replay is done: keep the captured tensors alive for as long as the graph may launch (the
+    communicator lets go of them at its next call).
     """
 
     def __init__(

@@ -9,6 +9,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "comm/comm_launch.hpp"
 #include "comm/communicator_state.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
@@ -176,8 +177,8 @@ int Communicator::device() const noexcept { return state_->device; }
 std::chrono::milliseconds Communicator::timeout() const noexcept { return state_->timeout; }
 
 void Communicator::synchronize(cudaStream_t stream) {
-  state_->comm.check_usable("synchronize");
   detail::DeviceGuard guard(state_->device);
+  detail::check_stream(*state_, stream, "synchronize", "a capturing stream has nothing to wait for until its graph is launched");
   const detail::SharedEvent done = detail::record_event(state_->device, stream);
   state_->comm.wait(*done, "synchronize", detail::other_ranks(state_->rank, state_->world_size));
 }

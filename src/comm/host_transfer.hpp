@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -50,8 +51,10 @@ struct Outcome {
       failure = e;
     } catch (const std::bad_alloc&) {
       failure = Error(Errc::out_of_memory, "out of host memory");
-    } catch (const std::exception& e) {  // a thread the host copies could not start, say
+    } catch (const std::system_error& e) {  // a thread the host copies could not start, say
       failure = Error(Errc::out_of_memory, std::string("out of host resources: ") + e.what());
+    } catch (const std::exception& e) {
+      failure = Error(Errc::comm_error, std::string("an unexpected failure: ") + e.what());
     }
   }
   [[nodiscard]] std::uint64_t status() const { return failure ? 1 : 0; }

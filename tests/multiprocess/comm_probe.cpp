@@ -554,10 +554,17 @@ int run_graphs() {
   refused("gather_to_host_async", [&] { (void)comm.gather_to_host_async(send.get(), bytes, 0, stream.get()); });
   refused("broadcast_from_host_async",
           [&] { comm.broadcast_from_host_async({}, buffer.get(), bytes, 0, stream.get()); });
+  refused("synchronize", [&] { comm.synchronize(stream.get()); });
   cudaGraph_t empty = nullptr;
   cuda_check(cudaStreamEndCapture(stream.get(), &empty), "end capture");
   if (empty != nullptr) cuda_check(cudaGraphDestroy(empty), "destroy");
 
+  // Each operation once before its capture: NCCL sets up its connections on an operation's first use,
+  // which a capture should not have to hold.
+  comm.broadcast_async(buffer.get(), bytes, 0, stream.get());
+  comm.all_gather_async(send.get(), bytes, gathered.get(), total, stream.get());
+  comm.copy_async(0, last, send.get(), copied.get(), bytes, stream.get());
+  comm.synchronize(stream.get());
   cuda_check(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "begin capture");
   comm.broadcast_async(buffer.get(), bytes, 0, stream.get());
   comm.all_gather_async(send.get(), bytes, gathered.get(), total, stream.get());

@@ -115,8 +115,8 @@ class Communicator {
   /// Copies @p bytes of @p root's @p buffer into every other rank's @p buffer (ncclBroadcast, in place).
   /// @p bytes must be the same on every rank.
   /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
-  ///         @p buffer is not @p bytes of this rank's device memory; Error(Errc::comm_error) when the
-  ///         communicator was aborted
+  ///         @p buffer is not @p bytes of this rank's device memory, or @p stream not a stream of that
+  ///         device (invalid_argument); Error(Errc::comm_error) when the communicator was aborted
   void broadcast_async(void* buffer, std::size_t bytes, int root, cudaStream_t stream);
   /// Blocking broadcast_async. @throws as broadcast_async, and Error(Errc::comm_error) on a timeout or
   ///         a peer's failure

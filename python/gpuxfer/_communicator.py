@@ -114,7 +114,7 @@ class Communicator(_gpuxfer._Communicator):
         call returns, except when no other rank shares its node and ``data`` is page-locked: then it is
         read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
         target = device_memory(recv)
-        self._broadcast_from_host(data, target.ptr, target.nbytes, root, stream)
+        self._broadcast_from_host(data, target.ptr, target.nbytes, root, stream, (data, recv))
 
 
 def _optional_memory(tensor: Any) -> DeviceMemory:

@@ -88,7 +88,26 @@ auto run(PyCommunicator& c, nb::handle stream, nb::object used, Op&& op) {
     return op(s);
   };
   if (!s) return call();
-  return call_then(call, [&] { c.kept.keep(*s, std::span<const int>(&c.ordinal, 1), std::move(used)); });
+  // Kept whether or not the call throws: a stream-ordered call that threw may have queued work that uses
+  // them all the same (a host operation's reduction, and the copies queued before its "queued" exchange).
+  struct Keeper {
+    PyCommunicator& c;
+    cudaStream_t stream;
+    nb::object& used;
+    bool kept = false;
+    void keep() {
+      c.kept.keep(stream, std::span<const int>(&c.ordinal, 1), std::move(used));
+      kept = true;
+    }
+    ~Keeper() {
+      if (kept) return;
+      try {
+        keep();
+      } catch (...) {  // the call's own error is the one to raise
+      }
+    }
+  } keeper{c, *s, used};
+  return call_then(call, [&] { keeper.keep(); });
 }
 
 void broadcast(PyCommunicator& c, std::uintptr_t buffer, std::size_t bytes, int root, nb::handle stream,
@@ -146,13 +165,14 @@ nb::list gather_to_host(PyCommunicator& c, std::uintptr_t send, std::size_t byte
   return arrays;
 }
 
-// @p data: the root's host bytes, None on the other ranks (and on a root with nothing to send).
+// @p data: the root's host bytes, None on the other ranks (and on a root with nothing to send); @p used:
+// what a stream-ordered call keeps (data and the recv tensor).
 void broadcast_from_host(PyCommunicator& c, nb::handle data, std::uintptr_t recv, std::size_t capacity,
-                         int root, nb::handle stream) {
+                         int root, nb::handle stream, nb::object used) {
   const std::optional<HostView> view =
       data.is_none() ? std::nullopt : std::optional<HostView>(host_view(data, false));
   const std::span<const std::byte> bytes = view ? view->cspan() : std::span<const std::byte>{};
-  run(c, stream, nb::borrow(data), [&](std::optional<cudaStream_t> s) {
+  run(c, stream, std::move(used), [&](std::optional<cudaStream_t> s) {
     if (s) {
       c.comm->broadcast_from_host_async(bytes, pointer(recv), capacity, root, *s);
     } else {
@@ -197,7 +217,7 @@ void bind_communicator(nb::module_& m) {
       .def("_gather_to_host", &gather_to_host, nb::arg("send"), nb::arg("nbytes"), nb::arg("root"),
            nb::arg("stream").none(), nb::arg("used").none())
       .def("_broadcast_from_host", &broadcast_from_host, nb::arg("data").none(), nb::arg("recv"),
-           nb::arg("capacity"), nb::arg("root"), nb::arg("stream").none())
+           nb::arg("capacity"), nb::arg("root"), nb::arg("stream").none(), nb::arg("used").none())
       .def("synchronize", &synchronize, nb::arg("stream").none(),
            "Waits (GIL released) until stream's work queued so far is done, at most the timeout, polling "
            "NCCL's asynchronous error: the bounded wait for the stream-ordered forms")

@@ -199,14 +199,32 @@ def test_a_stream_ordered_call_keeps_its_tensors_until_the_stream_is_past_it(com
     except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
         sent = None
     comm1.all_gather(send, recv, stream=stream)
-    del send
-    gc.collect()
+    del send  # refcounting frees it at once but for the keep-alive (no gc.collect: it may outlast the spin)
     assert comm1._kept >= 1, "nothing kept while the stream still runs the call"
     assert sent is None or sent() is not None, "the send tensor was dropped while the stream used it"
     comm1.synchronize(stream)
     gc.collect()
     assert comm1._kept == 0 and (sent is None or sent() is None), "kept past the stream"
     np.testing.assert_array_equal(lib.download(recv), pattern(0, SIZE, 8))
+
+
+def test_broadcast_from_host_with_a_stream_keeps_its_recv(comm1, lib):
+    """The recv a stream-ordered broadcast_from_host writes is kept until the stream is past the call, even
+    when the caller drops it at once (the framework's allocator would hand its memory to other work)."""
+    stream = lib.stream(comm1.device)
+    recv = lib.poisoned(comm1.device, SIZE)
+    lib.slow_copy_on(stream, recv, lib.poisoned(comm1.device, SIZE))  # holds the stream back ~50 ms
+    try:
+        received = weakref.ref(recv)
+    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
+        received = None
+    comm1.broadcast_from_host(pattern(0, SIZE, 9), recv, 0, stream=stream)
+    del recv
+    assert comm1._kept >= 1, "nothing kept while the stream still runs the call"
+    assert received is None or received() is not None, "the recv tensor was dropped while the stream wrote it"
+    comm1.synchronize(stream)
+    gc.collect()
+    assert comm1._kept == 0, "kept past the stream"
 
 
 def test_all_gather_captured_into_a_cuda_graph_replays_with_new_data(comm1, lib):

@@ -55,8 +55,11 @@ inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::s
   // A stream of another device would fail in the NCCL launch or a copy, on this rank alone, its peers left
   // waiting in the collective: refused first. (The legacy and per-thread streams are the current device's:
   // this rank's, under the operation's DeviceGuard.)
-  int device = -1;
-  GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &device), s.where + ": " + what + ": the stream's device");
+  const bool current_devices = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  int device = s.device;
+  if (!current_devices) {
+    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &device), s.where + ": " + what + ": the stream's device");
+  }
   if (device != s.device) {
     throw Error(Errc::invalid_argument, s.where + ": " + what + ": the stream is of device " +
                                             std::to_string(device) + ", not this rank's device " +

@@ -63,7 +63,10 @@ bool capturing(cudaStream_t stream) noexcept {
 }
 
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
-  const bool legacy = stream == nullptr || stream == cudaStreamLegacy;
+  // The legacy and the per-thread stream handles stand for a stream of each device: marked on each of
+  // @p legacy_ordinals (the call ran on those devices' streams, whatever the current device is here).
+  const bool legacy = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  const cudaStream_t handle = stream == cudaStreamPerThread ? cudaStreamPerThread : cudaStreamLegacy;
   std::vector<int> ordinals;
   if (legacy) {
     ordinals.assign(legacy_ordinals.begin(), legacy_ordinals.end());
@@ -78,10 +81,11 @@ StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals
   try {
     for (int ordinal : ordinals) {
       CurrentDevice on(ordinal);
+      if (stream == cudaStreamPerThread && capturing(cudaStreamPerThread)) continue;  // see the class
       cudaEvent_t event = nullptr;
       check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
       events_.push_back(event);
-      check(cudaEventRecord(event, legacy ? cudaStreamLegacy : stream), "cudaEventRecord");
+      check(cudaEventRecord(event, legacy ? handle : stream), "cudaEventRecord");
     }
   } catch (...) {
     destroy();

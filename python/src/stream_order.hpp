@@ -44,8 +44,10 @@ auto call_then(Call&& call, After&& after) {
 [[nodiscard]] bool capturing(cudaStream_t stream) noexcept;
 
 /// Where a stream's queued work ends, as events: one on @p stream, or for 0 and cudaStreamLegacy (one
-/// legacy default stream per device) one on the legacy default stream of each ordinal. A capturing
-/// stream gets none (a captured event cannot be queried; see Kept). Move-only, owns its events.
+/// legacy default stream per device) one on the legacy default stream of each ordinal, and for
+/// cudaStreamPerThread one on this thread's per-thread stream of each ordinal (the current device's alone
+/// may not be the one the call used). A capturing stream gets none (a captured event cannot be queried;
+/// see Kept). Move-only, owns its events.
 class StreamMark {
  public:
   /// @throws gpuxfer::Error(Errc::cuda_error) when CUDA refuses an event

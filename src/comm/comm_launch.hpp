@@ -70,23 +70,31 @@ inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::s
   }
 }
 
-// Queues @p calls (NCCL calls returning the first failure) as one group on @p stream, after the
-// communicator's previous operation; the next operation waits for this one. Into a graph @p stream
-// captures, the group is ordered with that stream alone: an event recorded outside the capture cannot be
-// waited for inside it, nor one recorded inside it outside.
+// Queues @p work on @p stream in the communicator's order: after its previous operation, and the next one
+// waits for this. Into a graph @p stream captures, the work is ordered with that stream alone: an event
+// recorded outside the capture cannot be waited for inside it, nor one recorded inside it outside.
+template <class Work>
+void in_order(CommunicatorState& s, cudaStream_t stream, const std::string& what, Work&& work) {
+  const bool captured = capturing(s, stream, what);
+  if (!captured) stream_wait(stream, s.last);
+  work();
+  if (!captured) s.last = record_event(s.device, stream);
+}
+
+// Queues @p calls (NCCL calls returning the first failure) as one group on @p stream, in the
+// communicator's order (in_order).
 template <class Calls>
 void launch(CommunicatorState& s, cudaStream_t stream, const std::string& what, const std::string& peers,
             Calls&& calls) {
-  const bool captured = capturing(s, stream, what);
-  if (!captured) stream_wait(stream, s.last);
-  GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), s.where + ": " + what);
-  const ncclResult_t queued = calls();
-  const ncclResult_t ended = ncclGroupEnd();
-  if (queued != ncclSuccess && queued != ncclInProgress) {
-    GPUXFER_NCCL_TRY_CTX(queued, s.where + ": " + what);
-  }
-  s.comm.settle(ended, what, peers);
-  if (!captured) s.last = record_event(s.device, stream);
+  in_order(s, stream, what, [&] {
+    GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), s.where + ": " + what);
+    const ncclResult_t queued = calls();
+    const ncclResult_t ended = ncclGroupEnd();
+    if (queued != ncclSuccess && queued != ncclInProgress) {
+      GPUXFER_NCCL_TRY_CTX(queued, s.where + ": " + what);
+    }
+    s.comm.settle(ended, what, peers);
+  });
 }
 
 // Runs @p async on the communicator's own stream after the legacy default stream's work, then waits.

@@ -77,10 +77,10 @@ void Communicator::copy_async(int src, int dst, const void* send, void* recv, st
   if (bytes == 0 || (s.rank != src && s.rank != dst)) return;
   if (src == dst) {
     // No NCCL, but in the communicator's order all the same (a broadcast into send just before, say).
-    const bool captured = detail::capturing(s, stream, what);
-    if (!captured) detail::stream_wait(stream, s.last);
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream), s.where + ": " + what);
-    if (!captured) s.last = detail::record_event(s.device, stream);
+    detail::in_order(s, stream, what, [&] {
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream),
+                           s.where + ": " + what);
+    });
     return;
   }
   const int peer = s.rank == src ? dst : src;

@@ -259,9 +259,9 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   } else if (call.route() == HostRoute::network && bytes > 0) {
     done.run([&] { call.send_pieces(s.stream.get()); });
   }
-  // Queued after this rank's copies: when the root has every rank's "done", every byte is in place.
+  // Queued after this rank's copies: when the root has every rank's "done", every byte is in place (and
+  // the exchange is the communicator's last operation, s.last).
   detail::exchange_outcomes(s, done, call.what, "done", "writing a part");
-  s.last = detail::record_event(s.device, s.stream.get());
   return call.is_root() ? call.side.results() : std::vector<HostBuffer>{};
 }
 

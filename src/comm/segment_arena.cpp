@@ -75,12 +75,17 @@ bool is_free(const std::shared_ptr<ArenaEntry>& entry) noexcept {
 
 }  // namespace
 
-std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
-                                                  int device, const std::string& where) {
+std::vector<ArenaSlot> SegmentArena::slots() const {
   std::vector<ArenaSlot> slots;
   slots.reserve(entries_.size());
   for (const auto& entry : entries_)
     slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
+  return slots;
+}
+
+std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
+                                                  int device, const std::string& where) {
+  const std::vector<ArenaSlot> slots = this->slots();
   const ArenaChoice choice = choose_segment(slots, bytes, cached);
   std::shared_ptr<ArenaEntry> chosen;
   if (choice.reuse) chosen = entries_[*choice.reuse];
@@ -101,10 +106,7 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
 }
 
 std::shared_ptr<ArenaEntry> SegmentArena::acquire_existing(std::size_t bytes) {
-  std::vector<ArenaSlot> slots;
-  slots.reserve(entries_.size());
-  for (const auto& entry : entries_)
-    slots.push_back({entry->segment.size(), is_free(entry), entry->last_used});
+  const std::vector<ArenaSlot> slots = this->slots();
   const ArenaChoice choice = choose_segment(slots, bytes, slots.size() + 1);
   if (!choice.reuse) return nullptr;
   std::shared_ptr<ArenaEntry> chosen = entries_[*choice.reuse];

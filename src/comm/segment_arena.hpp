@@ -105,6 +105,9 @@ class SegmentArena {
   [[nodiscard]] bool empty() const noexcept { return entries_.empty(); }
 
  private:
+  /// What choose_segment knows of each entry.
+  [[nodiscard]] std::vector<ArenaSlot> slots() const;
+
   std::vector<std::shared_ptr<ArenaEntry>> entries_;
   std::uint64_t next_id_ = 0;
   std::uint64_t clock_ = 0;

@@ -19,6 +19,9 @@ constexpr int dl_cpu = 1, dl_cuda = 2, dl_cuda_host = 3, dl_cuda_managed = 13;
 template <typename Array>
 bool compact(const Array& a) {
   if (a.stride_ptr() == nullptr) return true;
+  for (std::size_t i = 0; i < a.ndim(); ++i) {
+    if (a.shape(i) == 0) return true;  // no bytes: any strides (frameworks export 0 or anything) will do
+  }
   std::int64_t expected = 1;
   for (std::size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;

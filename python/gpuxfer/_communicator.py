@@ -37,6 +37,11 @@ class Communicator(_gpuxfer._Communicator):
     tensors and host data) is kept alive until ``stream`` gets past it. Every call that may wait releases
     the GIL, and so does the communicator's end, which waits for its last operation within the timeout.
 
+    The end comes with ``close()`` (or leaving a ``with`` block), on every rank alike: the last operation
+    waited for within the timeout (else NCCL aborted), NCCL finalised, the kept tensors let go once their
+    streams are past them; then every call raises ``InvalidArgumentError``, and ``rank``, ``world_size``,
+    ``device``, ``timeout`` and ``closed`` still answer. Without it, garbage collection ends it the same way.
+
     CUDA graphs: ``broadcast``, ``all_gather`` and ``copy`` with ``stream`` may be captured (the C++
     rules: run each once before capturing it; a captured operation is ordered with the capturing stream
     alone, so ``synchronize`` each replay's stream before any other call of this communicator and drop the
@@ -69,6 +74,12 @@ class Communicator(_gpuxfer._Communicator):
         communicator = cls.__new__(cls)
         _gpuxfer._Communicator.__init__(communicator, None, None, "", device, _milliseconds(timeout))
         return communicator
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
 
     def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
         """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere)."""

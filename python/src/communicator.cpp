@@ -33,7 +33,12 @@ namespace {
 /// not thread-safe: calls from several Python threads (each with the GIL released) take turns on busy,
 /// in whichever order they come, which every rank must then agree on. kept is touched with the GIL held.
 struct PyCommunicator {
-  explicit PyCommunicator(Communicator made) : comm(std::move(made)), ordinal{comm->device()} {}
+  explicit PyCommunicator(Communicator made)
+      : comm(std::move(made)),
+        rank{comm->rank()},
+        world_size{comm->world_size()},
+        ordinal{comm->device()},
+        timeout{comm->timeout()} {}
   /// Finalises the NCCL communicator (bounded by the timeout) with the GIL released; then kept's
   /// destructor waits for the streams of what is still kept.
   ~PyCommunicator() {
@@ -43,8 +48,20 @@ struct PyCommunicator {
   PyCommunicator(const PyCommunicator&) = delete;
   PyCommunicator& operator=(const PyCommunicator&) = delete;
 
-  std::optional<Communicator> comm;  // engaged until destruction
+  /// The communicator, under busy.
+  /// @throws Error(Errc::invalid_argument) once close() has ended it
+  Communicator& live() {
+    if (!comm) {
+      throw Error(Errc::invalid_argument, "rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+                                              ": the communicator is closed (Communicator.close)");
+    }
+    return *comm;
+  }
+
+  std::optional<Communicator> comm;  // engaged until close() or destruction
+  int rank, world_size;              // what the closed communicator still tells
   int ordinal;                       // this rank's device, for marks on the legacy default stream
+  std::chrono::milliseconds timeout;
   std::mutex busy;                   // held by the call in progress, GIL released
   KeptObjects kept;
 };
@@ -85,6 +102,7 @@ auto run(PyCommunicator& c, nb::handle stream, nb::object used, Op&& op) {
   auto call = [&] {
     nb::gil_scoped_release gil;
     const std::lock_guard turn(c.busy);
+    (void)c.live();
     return op(s);
   };
   if (!s) return call();
@@ -191,9 +209,21 @@ void synchronize(PyCommunicator& c, nb::handle stream) {
   {
     nb::gil_scoped_release gil;
     const std::lock_guard turn(c.busy);
-    c.comm->synchronize(*s);
+    c.live().synchronize(*s);
   }
   c.kept.reap();
+}
+
+// Ends the communicator as its destruction would (its last operation waited for within the timeout, else
+// NCCL aborted; the NCCL communicator finalised), then waits for the streams of what stream-ordered calls
+// keep and lets go of it. Later calls raise; a second close does nothing.
+void close(PyCommunicator& c) {
+  {
+    nb::gil_scoped_release gil;
+    const std::lock_guard turn(c.busy);
+    c.comm.reset();
+  }
+  c.kept.release();
 }
 
 }  // namespace
@@ -202,10 +232,16 @@ void bind_communicator(nb::module_& m) {
   nb::class_<PyCommunicator>(m, "_Communicator")
       .def("__init__", &init, nb::arg("rank").none(), nb::arg("world_size").none(), nb::arg("init_address"),
            nb::arg("device").none(), nb::arg("timeout_ms").none())
-      .def_prop_ro("rank", [](const PyCommunicator& c) { return c.comm->rank(); })
-      .def_prop_ro("world_size", [](const PyCommunicator& c) { return c.comm->world_size(); })
-      .def_prop_ro("device", [](const PyCommunicator& c) { return c.comm->device(); })
-      .def_prop_ro("timeout", [](const PyCommunicator& c) { return c.comm->timeout(); })
+      .def_prop_ro("rank", [](const PyCommunicator& c) { return c.rank; })
+      .def_prop_ro("world_size", [](const PyCommunicator& c) { return c.world_size; })
+      .def_prop_ro("device", [](const PyCommunicator& c) { return c.ordinal; })
+      .def_prop_ro("timeout", [](const PyCommunicator& c) { return c.timeout; })
+      .def_prop_ro("closed", [](const PyCommunicator& c) { return !c.comm; })
+      .def("close", &close,
+           "Ends the communicator now (collective, as its end by garbage collection): waits (GIL released) for "
+           "its last operation within the timeout, else aborts NCCL, finalises NCCL, then waits for the "
+           "streams of the calls whose tensors it keeps. Later calls raise InvalidArgumentError; closing "
+           "again does nothing")
       .def("_broadcast", &broadcast, nb::arg("buffer"), nb::arg("nbytes"), nb::arg("root"),
            nb::arg("stream").none(), nb::arg("used").none())
       .def("_all_gather", &all_gather, nb::arg("send"), nb::arg("nbytes"), nb::arg("recv"),

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <gpuxfer/error.hpp>
 
@@ -116,10 +117,18 @@ void StreamMark::wait() const noexcept {
   for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
 }
 
-KeptObjects::~KeptObjects() {
-  if (kept_.empty()) return;
+KeptObjects::~KeptObjects() { wait_for(kept_); }
+
+void KeptObjects::release() {
+  // Taken out first: another thread may keep a call's objects while this one waits without the GIL.
+  const std::vector<Kept> kept = std::exchange(kept_, {});
+  wait_for(kept);
+}  // dropped here, the GIL held
+
+void KeptObjects::wait_for(std::span<const Kept> kept) {
+  if (kept.empty()) return;
   nb::gil_scoped_release gil;
-  for (const Kept& k : kept_) k.mark.wait();
+  for (const Kept& k : kept) k.mark.wait();
 }
 
 void StreamMark::destroy() noexcept {

@@ -98,10 +98,14 @@ class KeptObjects {
   void reap() noexcept {
     std::erase_if(kept_, [](const Kept& k) { return k.mark.passed(); });
   }
+  /// Waits (GIL released) for the streams of what is still kept, then drops it all (GIL held).
+  void release();
   /// How many calls' objects are still kept.
   [[nodiscard]] std::size_t size() const noexcept { return kept_.size(); }
 
  private:
+  static void wait_for(std::span<const Kept> kept);  // for every mark, the GIL released
+
   std::vector<Kept> kept_;
 };
 

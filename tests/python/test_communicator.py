@@ -190,6 +190,59 @@ def test_gather_to_host_results_outlive_the_communicator(lib):
     np.testing.assert_array_equal(arrays[0], data)
 
 
+def test_close_ends_the_communicator_and_every_later_call_says_so(lib):
+    needs_devices(1)
+    data = pattern(0, SIZE, 3)
+    with gpuxfer.Communicator(0, 1, timeout=60) as comm:
+        assert not comm.closed
+        buf = lib.upload(comm.device, data)
+        comm.broadcast(buf, 0)
+    assert comm.closed
+    assert (comm.rank, comm.world_size, comm.device) == (0, 1, 0)
+    assert comm.timeout == datetime.timedelta(seconds=60)
+    out = lib.poisoned(0, SIZE)
+    stream = lib.stream(0)
+    calls = {
+        "broadcast": lambda: comm.broadcast(buf, 0),
+        "broadcast, stream": lambda: comm.broadcast(buf, 0, stream=stream),
+        "all_gather": lambda: comm.all_gather(buf, out),
+        "gather": lambda: comm.gather(buf, out, 0, stream=stream),
+        "copy": lambda: comm.copy(0, 0, buf, out),
+        "gather_to_host": lambda: comm.gather_to_host(buf, 0),
+        "broadcast_from_host": lambda: comm.broadcast_from_host(b"x", out, 0, stream=stream),
+        "synchronize": lambda: comm.synchronize(stream),
+    }
+    for name, call in calls.items():
+        try:
+            expect_error(gpuxfer.InvalidArgumentError, "rank 0 of 1: the communicator is closed", call)
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from error
+    comm.close()  # again: nothing
+    assert comm._kept == 0, "a call refused after close kept its tensors"
+    np.testing.assert_array_equal(lib.download(out), np.full(SIZE, POISON, np.uint8))
+    np.testing.assert_array_equal(lib.download(buf), data)
+
+
+def test_close_waits_for_the_queued_operation_then_lets_go_of_its_tensors(lib):
+    needs_devices(1)
+    comm = gpuxfer.Communicator(0, 1, timeout=60)
+    stream = lib.stream(comm.device)
+    recv = lib.poisoned(comm.device, SIZE)
+    send = produce(comm, lib, stream, pattern(0, SIZE, 4))  # behind a ~50 ms spin on stream
+    try:
+        sent = weakref.ref(send)
+    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
+        sent = None
+    comm.all_gather(send, recv, stream=stream)
+    del send
+    assert comm._kept >= 1, "nothing kept while the stream still runs the call"
+    comm.close()  # no synchronize: close waits for the all_gather (the communicator's last operation)
+    assert comm._kept == 0, "kept past close"
+    gc.collect()
+    assert sent is None or sent() is None, "close did not let go of the send tensor"
+    np.testing.assert_array_equal(lib.download(recv), pattern(0, SIZE, 4))
+
+
 def test_a_stream_ordered_call_keeps_its_tensors_until_the_stream_is_past_it(comm1, lib):
     stream = lib.stream(comm1.device)
     recv = lib.poisoned(comm1.device, SIZE)
@@ -311,14 +364,26 @@ def launch(arguments, variables):
     path = os.pathsep.join([str(HERE), *sys.path])
     env = dict(os.environ, PYTHONPATH=path, GPUXFER_TIMEOUT="60", **variables)
     ranks = HERE / "comm_ranks.py"
-    run = subprocess.run(
+    with subprocess.Popen(
         [command, "launch", *arguments[:-1], "--", sys.executable, str(ranks), arguments[-1]],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        timeout=600,
-    )
-    return run.returncode, run.stdout + run.stderr
+    ) as run:
+        try:
+            output, _ = run.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            # SIGTERM, which the launcher passes on to every rank (each in a process group of its own, which
+            # killing the launcher alone would leave running), then SIGKILL after its grace period.
+            run.terminate()
+            try:
+                output, _ = run.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                output, _ = run.communicate()
+            pytest.fail(f"`gpuxfer launch` ran past 600 s and was stopped. Output:\n{output}")
+    return run.returncode, output
 
 
 @no_gpu

@@ -123,6 +123,41 @@ TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
   stream.synchronize();
 }
 
+// set_device_buffer inside the capture, with the capturing stream as the producer: CUDA refuses to tell a
+// capturing stream's device (and invalidates the capture when asked), so the registration takes it to be
+// of the current device, as the operations do; the gather after it replays with every replay's data.
+TEST_F(GpuCapture, ABufferRegisteredWithTheCapturingStreamReplaysWithNewData) {
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < n; ++i) {
+    memory.push_back(&allocate(i, kBytes));
+    if (i != 0) xfer().set_device_buffer(i, memory[i]->get(), kBytes);
+  }
+  const DeviceGuard current(ordinal(0));
+  const Stream stream(ordinal(0));
+  PinnedMemory out(n * kBytes);
+  Graph graph;
+  graph.capture(stream.get(), [&] {
+    xfer().set_device_buffer(0, memory[0]->get(), kBytes, stream.get());
+    (void)xfer().gather_into_async(out.span(), stream.get());
+  });
+  for (int r = 0; r < 10; ++r) {
+    const std::uint64_t produced = seed(static_cast<std::size_t>(r));
+    for (std::size_t i = 0; i < n; ++i) {
+      const DeviceGuard guard(ordinal(i));
+      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, i == 0 ? stream.get() : cudaStreamLegacy);
+      if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
+    }
+    std::fill(out.span().begin(), out.span().end(), kPoison);
+    graph.launch(stream.get());
+    stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(host_matches(out.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                               "replay " + std::to_string(r) + ", device " + std::to_string(i)));
+    }
+  }
+}
+
 class MultiGpuCapture : public GpuTest {
  protected:
   [[nodiscard]] std::size_t devices_needed() const override { return 2; }

@@ -223,18 +223,30 @@ def test_close_ends_the_communicator_and_every_later_call_says_so(lib):
     np.testing.assert_array_equal(lib.download(buf), data)
 
 
+def weak(tensor):
+    """A weak reference to tensor; None for a framework whose arrays take none (the count alone says it)."""
+    try:
+        return weakref.ref(tensor)
+    except TypeError:
+        return None
+
+
+def all_gather_behind_a_producer(comm, lib, seed):
+    """An all_gather queued on a new stream behind a ~50 ms producer of its send tensor, which only the
+    keep-alive holds on return (refcounting frees it at once but for that; no gc.collect: it may outlast
+    the spin): (stream, recv, a weak reference to send)."""
+    stream = lib.stream(comm.device)
+    recv = lib.poisoned(comm.device, SIZE)
+    send = produce(comm, lib, stream, pattern(0, SIZE, seed))
+    sent = weak(send)
+    comm.all_gather(send, recv, stream=stream)
+    return stream, recv, sent
+
+
 def test_close_waits_for_the_queued_operation_then_lets_go_of_its_tensors(lib):
     needs_devices(1)
     comm = gpuxfer.Communicator(0, 1, timeout=60)
-    stream = lib.stream(comm.device)
-    recv = lib.poisoned(comm.device, SIZE)
-    send = produce(comm, lib, stream, pattern(0, SIZE, 4))  # behind a ~50 ms spin on stream
-    try:
-        sent = weakref.ref(send)
-    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
-        sent = None
-    comm.all_gather(send, recv, stream=stream)
-    del send
+    _, recv, sent = all_gather_behind_a_producer(comm, lib, 4)
     assert comm._kept >= 1, "nothing kept while the stream still runs the call"
     comm.close()  # no synchronize: close waits for the all_gather (the communicator's last operation)
     assert comm._kept == 0, "kept past close"
@@ -244,15 +256,7 @@ def test_close_waits_for_the_queued_operation_then_lets_go_of_its_tensors(lib):
 
 
 def test_a_stream_ordered_call_keeps_its_tensors_until_the_stream_is_past_it(comm1, lib):
-    stream = lib.stream(comm1.device)
-    recv = lib.poisoned(comm1.device, SIZE)
-    send = produce(comm1, lib, stream, pattern(0, SIZE, 8))  # behind a ~50 ms spin on stream
-    try:
-        sent = weakref.ref(send)
-    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
-        sent = None
-    comm1.all_gather(send, recv, stream=stream)
-    del send  # refcounting frees it at once but for the keep-alive (no gc.collect: it may outlast the spin)
+    stream, recv, sent = all_gather_behind_a_producer(comm1, lib, 8)
     assert comm1._kept >= 1, "nothing kept while the stream still runs the call"
     assert sent is None or sent() is not None, "the send tensor was dropped while the stream used it"
     comm1.synchronize(stream)
@@ -267,10 +271,7 @@ def test_broadcast_from_host_with_a_stream_keeps_its_recv(comm1, lib):
     stream = lib.stream(comm1.device)
     recv = lib.poisoned(comm1.device, SIZE)
     lib.slow_copy_on(stream, recv, lib.poisoned(comm1.device, SIZE))  # holds the stream back ~50 ms
-    try:
-        received = weakref.ref(recv)
-    except TypeError:  # a framework whose arrays take no weak reference: the count alone says it
-        received = None
+    received = weak(recv)
     comm1.broadcast_from_host(pattern(0, SIZE, 9), recv, 0, stream=stream)
     del recv
     assert comm1._kept >= 1, "nothing kept while the stream still runs the call"

@@ -102,10 +102,12 @@ class Communicator(_gpuxfer._Communicator):
     def copy(self, src: int, dst: int, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Copies rank ``src``'s ``send`` into rank ``dst``'s ``recv``. ``send`` is read on ``src`` only and
         ``recv`` written on ``dst`` only (``None`` allowed elsewhere); the bytes are ``send``'s on ``src``
-        and ``recv``'s on ``dst``, which must agree. The other ranks return at once."""
+        and ``recv``'s on ``dst``, which must agree, as for torch.distributed's send and recv: no rank knows
+        the other's size, and NCCL waits for bytes that never come (until the timeout) where ``recv`` is
+        larger. A copy from a rank to itself refuses sizes that differ. The other ranks return at once."""
         source = device_memory(send) if self.rank == src else _optional_memory(send)
         target = device_memory(recv) if self.rank == dst else _optional_memory(recv)
-        nbytes = source.nbytes if self.rank == src else target.nbytes
+        nbytes = _copy_bytes(self.rank, src, dst, source.nbytes, target.nbytes)
         self._copy(src, dst, source.ptr, target.ptr, nbytes, stream, (send, recv))
 
     def gather_to_host(self, send: Any, root: int, *, stream: Any = None) -> list[PinnedArray]:
@@ -126,6 +128,18 @@ class Communicator(_gpuxfer._Communicator):
         read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
         target = device_memory(recv)
         self._broadcast_from_host(data, target.ptr, target.nbytes, root, stream, (data, recv))
+
+
+def _copy_bytes(rank: int, src: int, dst: int, send_bytes: int, recv_bytes: int) -> int:
+    """The bytes ``rank`` moves in ``copy(src, dst, ...)``: ``send``'s on ``src``, ``recv``'s on ``dst``;
+    a rank that is both refuses sizes that differ (its one C++ call takes one size: a smaller ``recv``
+    would be overrun)."""
+    if rank == src == dst and send_bytes != recv_bytes:
+        raise InvalidArgumentError(
+            f"rank {rank}: copy from rank {src} to itself: send has {send_bytes} bytes, recv {recv_bytes}: "
+            "they must agree"
+        )
+    return send_bytes if rank == src else recv_bytes
 
 
 def _optional_memory(tensor: Any) -> DeviceMemory:

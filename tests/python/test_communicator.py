@@ -115,6 +115,25 @@ def test_from_environment_checks_its_arguments(environment):
     )
 
 
+@pytest.mark.parametrize(
+    "rank, src, dst, send_bytes, recv_bytes, moved",
+    [(0, 0, 1, 10, 0, 10), (1, 0, 1, 0, 7, 7), (2, 0, 1, 0, 0, 0), (1, 1, 1, 5, 5, 5), (0, 0, 0, 0, 0, 0)],
+)
+def test_copy_moves_sends_bytes_on_src_and_recvs_on_dst(rank, src, dst, send_bytes, recv_bytes, moved):
+    assert gpuxfer._communicator._copy_bytes(rank, src, dst, send_bytes, recv_bytes) == moved
+
+
+@pytest.mark.parametrize("send_bytes, recv_bytes", [(10, 9), (9, 10), (0, 1)])
+def test_a_copy_from_a_rank_to_itself_refuses_sizes_that_differ(send_bytes, recv_bytes):
+    """A smaller recv would be overrun (the C++ call takes one size), a larger one differs from a world
+    of two, where NCCL would wait for its last bytes."""
+    expect_error(
+        gpuxfer.InvalidArgumentError,
+        f"rank 1: copy from rank 1 to itself: send has {send_bytes} bytes, recv {recv_bytes}: they must agree",
+        lambda: gpuxfer._communicator._copy_bytes(1, 1, 1, send_bytes, recv_bytes),
+    )
+
+
 # --- Without a GPU ---------------------------------------------------------------------------------------
 
 no_gpu = pytest.mark.skipif(DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths")

@@ -24,8 +24,9 @@ namespace nb = nanobind;
 /// @throws nb::python_error (gpuxfer.InvalidArgumentError) for anything else
 [[nodiscard]] std::optional<cudaStream_t> stream_arg(nb::handle stream);
 
-/// Returns what @p call returns (void too), after running @p after once @p call has returned: a
-/// stream-ordered call, then the keeping of what it uses, which only a call that did not throw needs.
+/// Returns what @p call returns (void too), after running @p after once @p call has returned (not when it
+/// throws): a stream-ordered call, then the keeping of what it uses. Transfer needs the keep only after a
+/// call that returned; Communicator keeps also after a throw (its Keeper in communicator.cpp).
 template <typename Call, typename After>
 auto call_then(Call&& call, After&& after) {
   if constexpr (std::is_void_v<decltype(call())>) {

@@ -107,14 +107,12 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
   s->comm = NcclComm(id, env.rank, env.world_size, s->device, env.timeout, s->where);
   s->stream = Stream(s->device);
   DeviceGuard guard(s->device);
-  const std::size_t bytes =
-      CommunicatorState::exchange_words * sizeof(std::uint64_t) * static_cast<std::size_t>(env.world_size);
   void* ptr = nullptr;
-  GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, bytes + 2 * sizeof(std::uint64_t)),
-                       s->where + ": the size exchange's device memory");
+  GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, s->device_word_bytes()), s->where + ": the size exchange's device memory");
   s->sizes_device = std::unique_ptr<std::uint64_t, DeviceFree>(static_cast<std::uint64_t*>(ptr), {s->device});
-  GPUXFER_CUDA_TRY_CTX(cudaMemset(ptr, 0, bytes + 2 * sizeof(std::uint64_t)), s->where + ": the size exchange");
-  GPUXFER_CUDA_TRY_CTX(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable), s->where + ": the size exchange");
+  GPUXFER_CUDA_TRY_CTX(cudaMemset(ptr, 0, s->device_word_bytes()), s->where + ": the size exchange");
+  GPUXFER_CUDA_TRY_CTX(cudaHostAlloc(&ptr, s->exchange_bytes(), cudaHostAllocPortable),
+                       s->where + ": the size exchange");
   s->sizes_host.reset(static_cast<std::uint64_t*>(ptr));
   return s;
 }

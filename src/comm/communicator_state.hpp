@@ -48,11 +48,25 @@ struct CommunicatorState {
   // pinned memory, so that the copies back never make the host wait outside a bounded wait; on the
   // device, two words more after them for the stream-ordered host operations' reduction to the root.
   static constexpr std::size_t exchange_words = 4;
+  static constexpr std::size_t reduction_words = 2;  ///< the reduction's send and receive word
   std::unique_ptr<std::uint64_t, DeviceFree> sizes_device;
   std::unique_ptr<std::uint64_t, PinnedFree> sizes_host;
   /// The end of the last operation queued: the next one waits for it, so that the operations of one
   /// communicator run in the order they were called, whatever the callers' streams.
   SharedEvent last;
+
+  /// The bytes of the exchanges' host words (exchange_words a rank), and of their device words, which
+  /// end with the reduction's.
+  [[nodiscard]] std::size_t exchange_bytes() const noexcept {
+    return exchange_words * sizeof(std::uint64_t) * static_cast<std::size_t>(world_size);
+  }
+  [[nodiscard]] std::size_t device_word_bytes() const noexcept {
+    return exchange_bytes() + reduction_words * sizeof(std::uint64_t);
+  }
+  /// The reduction's words on the device, after every rank's exchange words.
+  [[nodiscard]] std::uint64_t* reduction_words_device() const noexcept {
+    return sizes_device.get() + exchange_words * static_cast<std::size_t>(world_size);
+  }
 
   // The host operations (gather_to_host, broadcast_from_host; made on the first call): every rank's node
   // record and its node's first rank, the pool of pinned host memory, gather_to_host's device staging on

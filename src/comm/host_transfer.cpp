@@ -161,7 +161,7 @@ void copy_with_segment(CommunicatorState& s, const std::string& name, std::size_
 
 void reduce_to_root(CommunicatorState& s, cudaStream_t stream, int root, const std::string& what) {
   if (s.world_size == 1) return;
-  std::uint64_t* words = s.sizes_device.get() + CommunicatorState::exchange_words * static_cast<std::size_t>(s.world_size);
+  std::uint64_t* words = s.reduction_words_device();
   const std::string peers = s.rank == root ? other_ranks(s.rank, s.world_size) : rank_text(root);
   launch(s, stream, what + " (the end on every rank's stream)", peers, [&] {
     return ncclReduce(words, words + 1, 1, ncclUint64, ncclSum, root, s.comm.get(), stream);

@@ -10,10 +10,12 @@ import numpy as np
 
 from . import _gpuxfer
 from ._arrays import DeviceMemory, device_memory
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, UnsupportedError
 from ._pinned import PinnedArray
+from ._streams import current_stream_of, stream_handle
 
 _NO_MEMORY = DeviceMemory(0, 0, None, None)
+_LEGACY_STREAMS = (0, 1)  # 0 and cudaStreamLegacy: the stream the C++ blocking forms start after
 
 
 class Communicator(_gpuxfer._Communicator):
@@ -25,9 +27,12 @@ class Communicator(_gpuxfer._Communicator):
     whatever the dtype. Calls from several threads take turns, in whichever order they come (which every
     rank must agree on, as NCCL requires): call from one thread.
 
-    Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the legacy
-    default stream (torch's and cupy's default stream, unless per-thread) and returns when the data is in
-    place, every wait bounded by the timeout. With ``stream`` (a ``torch.cuda.Stream``, a
+    Without ``stream`` an operation is blocking: it starts after the work queued on the current stream of
+    its tensors' framework on this device (torch's, cupy's; the legacy default stream for other arrays),
+    as torch.distributed's operations do, and returns when the data is in place, every wait bounded by the
+    timeout. On the legacy default stream that is the C++ blocking form; on another current stream, the
+    stream-ordered form on it, then ``synchronize``. While the current stream captures, it raises
+    ``UnsupportedError`` (pass ``stream=`` to capture). With ``stream`` (a ``torch.cuda.Stream``, a
     ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
     ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work, the stream's
     later work waits for it, and it returns once queued (``gather`` and the host operations first wait on
@@ -84,20 +89,22 @@ class Communicator(_gpuxfer._Communicator):
     def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
         """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere)."""
         memory = device_memory(buf)
-        self._broadcast(memory.ptr, memory.nbytes, root, stream, buf)
+        self._ordered(stream, buf, self._broadcast, memory.ptr, memory.nbytes, root, used=buf)
 
     def all_gather(self, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Every rank's ``send`` (the same size on every rank) into every rank's ``recv``, rank r's at offset
         r * send's bytes."""
         source, target = device_memory(send), device_memory(recv)
-        self._all_gather(source.ptr, source.nbytes, target.ptr, target.nbytes, stream, (send, recv))
+        args = (source.ptr, source.nbytes, target.ptr, target.nbytes)
+        self._ordered(stream, send, self._all_gather, *args, used=(send, recv))
 
     def gather(self, send: Any, recv: Any, root: int, *, stream: Any = None) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every rank's ``send`` (sizes may differ), ascending by rank, into ``root``'s ``recv``
         (``None`` allowed on the other ranks, where it is not read); returns on every rank where each rank's
         bytes land (``GatherPiece.device`` is the rank)."""
         source, target = device_memory(send), _optional_memory(recv)
-        return self._gather(source.ptr, source.nbytes, target.ptr, target.nbytes, root, stream, (send, recv))
+        args = (source.ptr, source.nbytes, target.ptr, target.nbytes, root)
+        return self._ordered(stream, send, self._gather, *args, used=(send, recv))
 
     def copy(self, src: int, dst: int, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Copies rank ``src``'s ``send`` into rank ``dst``'s ``recv``. ``send`` is read on ``src`` only and
@@ -108,7 +115,9 @@ class Communicator(_gpuxfer._Communicator):
         source = device_memory(send) if self.rank == src else _optional_memory(send)
         target = device_memory(recv) if self.rank == dst else _optional_memory(recv)
         nbytes = _copy_bytes(self.rank, src, dst, source.nbytes, target.nbytes)
-        self._copy(src, dst, source.ptr, target.ptr, nbytes, stream, (send, recv))
+        mine = send if self.rank == src else recv
+        args = (src, dst, source.ptr, target.ptr, nbytes)
+        self._ordered(stream, mine, self._copy, *args, used=(send, recv))
 
     def gather_to_host(self, send: Any, root: int, *, stream: Any = None) -> list[PinnedArray]:
         """Gathers every rank's ``send`` (sizes may differ, 0 included) to ``root``'s host: on the root one
@@ -117,7 +126,7 @@ class Communicator(_gpuxfer._Communicator):
         an empty array), on the other ranks an empty list. With ``stream`` the arrays are returned at once
         and hold the bytes once the root's ``stream`` gets past this call."""
         source = device_memory(send)
-        arrays = self._gather_to_host(source.ptr, source.nbytes, root, stream, send)
+        arrays = self._ordered(stream, send, self._gather_to_host, source.ptr, source.nbytes, root, used=send)
         return [PinnedArray((0,), np.uint8) if a is None else a for a in arrays]
 
     def broadcast_from_host(self, data: Any, recv: Any, root: int, *, stream: Any = None) -> None:
@@ -127,7 +136,27 @@ class Communicator(_gpuxfer._Communicator):
         call returns, except when no other rank shares its node and ``data`` is page-locked: then it is
         read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
         target = device_memory(recv)
-        self._broadcast_from_host(data, target.ptr, target.nbytes, root, stream, (data, recv))
+        args = (data, target.ptr, target.nbytes, root)
+        self._ordered(stream, recv, self._broadcast_from_host, *args, used=(data, recv))
+
+    def _ordered(self, stream: Any, tensor: Any, operation: Any, *args: Any, used: Any) -> Any:
+        """``operation(*args, stream=stream, used=used)`` with ``stream=`` as given. Without it, the blocking
+        form after the current stream of ``tensor``'s framework: with ``stream=None`` (the C++ blocking
+        form, after the legacy default stream) when that is the legacy default stream or there is none,
+        else on that stream, then ``synchronize``."""
+        if stream is not None or tensor is None:
+            return operation(*args, stream=stream, used=used)
+        current = current_stream_of(tensor)
+        if current is None or stream_handle(current) in _LEGACY_STREAMS:
+            return operation(*args, stream=None, used=used)
+        if _gpuxfer._capturing(stream_handle(current)):
+            raise UnsupportedError(
+                f"rank {self.rank} of {self.world_size}: an operation without stream= is blocking and cannot "
+                "be captured into a CUDA graph: pass the capturing stream as stream="
+            )
+        result = operation(*args, stream=current, used=used)
+        self.synchronize(current)
+        return result
 
 
 def _copy_bytes(rank: int, src: int, dst: int, send_bytes: int, recv_bytes: int) -> int:

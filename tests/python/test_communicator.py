@@ -134,6 +134,55 @@ def test_a_copy_from_a_rank_to_itself_refuses_sizes_that_differ(send_bytes, recv
     )
 
 
+class _Rank:
+    """Communicator._ordered's view of a communicator, recording its synchronize calls."""
+
+    rank, world_size = 0, 1
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def synchronize(self, stream):
+        self.calls.append(("synchronize", stream))
+
+
+@pytest.mark.parametrize(
+    "current, form",
+    [(None, None), (0, None), (1, None), (2, 2), (0x7F00, 0x7F00)],
+    ids=["no framework", "default", "cudaStreamLegacy", "per-thread", "a stream"],
+)
+def test_without_stream_the_frameworks_current_stream_chooses_the_form(monkeypatch, current, form):
+    """None or the legacy default stream: the C++ blocking form (stream None); any other current stream:
+    the stream-ordered form on it, then synchronize. A stream given is used as it is."""
+    module = gpuxfer._communicator
+    monkeypatch.setattr(module, "current_stream_of", lambda tensor: current)
+    monkeypatch.setattr(module._gpuxfer, "_capturing", lambda handle: False)
+    calls = []
+
+    def operation(*args, stream, used):
+        calls.append(("operation", args, stream, used))
+        return "result"
+
+    assert module.Communicator._ordered(_Rank(calls), None, object(), operation, 1, 2, used="u") == "result"
+    assert calls == [("operation", (1, 2), form, "u")] + ([] if form is None else [("synchronize", form)])
+    calls.clear()
+    module.Communicator._ordered(_Rank(calls), 5, object(), operation, used=None)
+    assert calls == [("operation", (), 5, None)]
+
+
+def test_without_stream_a_capturing_current_stream_is_refused(monkeypatch):
+    module = gpuxfer._communicator
+    monkeypatch.setattr(module, "current_stream_of", lambda tensor: 0x7F00)
+    monkeypatch.setattr(module._gpuxfer, "_capturing", lambda handle: handle == 0x7F00)
+    calls = []
+    expect_error(
+        gpuxfer.UnsupportedError,
+        "without stream= is blocking and cannot be captured",
+        lambda: module.Communicator._ordered(_Rank(calls), None, object(), calls.append, used=None),
+    )
+    assert calls == []
+
+
 # --- Without a GPU ---------------------------------------------------------------------------------------
 
 no_gpu = pytest.mark.skipif(DEVICE_COUNT > 0, reason="a CUDA device is present: these are the no-GPU paths")
@@ -341,6 +390,41 @@ def test_gather_refuses_capture(comm1, lib):
     with pytest.raises(gpuxfer.UnsupportedError):
         with torch.cuda.graph(graph):
             comm1.gather(send, recv, 0, stream=torch.cuda.current_stream())
+
+
+def test_without_stream_an_operation_starts_after_the_current_streams_work(comm1, lib):
+    """As torch.distributed's operations: work queued on the framework's current stream (not the legacy
+    default one) comes first, and the blocking call returns with the data in place."""
+    stream = lib.stream(comm1.device)
+    gathered = lib.poisoned(comm1.device, SIZE)
+    received = lib.poisoned(comm1.device, SIZE)
+    send = produce(comm1, lib, stream, pattern(0, SIZE, 11))  # behind a ~50 ms spin on stream
+    with lib.current(stream):
+        comm1.all_gather(send, gathered)
+    np.testing.assert_array_equal(lib.download(gathered), pattern(0, SIZE, 11), err_msg="all_gather")
+    send = produce(comm1, lib, stream, pattern(0, SIZE, 12))
+    with lib.current(stream):
+        arrays = comm1.gather_to_host(send, 0)
+    np.testing.assert_array_equal(arrays[0], pattern(0, SIZE, 12), err_msg="gather_to_host")
+    # A slow write of poison queued on stream first: the broadcast's bytes must land after it.
+    lib.slow_copy_on(stream, received, lib.poisoned(comm1.device, SIZE))
+    with lib.current(stream):
+        comm1.broadcast_from_host(pattern(0, SIZE, 13), received, 0)
+    lib.synchronize(comm1.device)
+    np.testing.assert_array_equal(lib.download(received), pattern(0, SIZE, 13), err_msg="from host")
+    assert comm1._kept == 0, "a blocking call kept its tensors"
+
+
+def test_without_stream_an_operation_refuses_a_capture(comm1, lib):
+    if lib.name != "torch":
+        pytest.skip("captured with torch.cuda.graph")
+    torch = lib.torch
+    buf = torch.zeros(16, dtype=torch.uint8, device=f"cuda:{comm1.device}")
+    torch.cuda.synchronize(comm1.device)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(gpuxfer.UnsupportedError, match="without stream= is blocking"):
+        with torch.cuda.graph(graph):
+            comm1.broadcast(buf, 0)
 
 
 def test_operations_check_their_arguments(comm1, lib):

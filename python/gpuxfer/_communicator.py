@@ -27,12 +27,12 @@ class Communicator(_gpuxfer._Communicator):
     whatever the dtype. Calls from several threads take turns, in whichever order they come (which every
     rank must agree on, as NCCL requires): call from one thread.
 
-    Without ``stream`` an operation is blocking: it starts after the work queued on the current stream of
-    its tensors' framework on this device (torch's, cupy's; the legacy default stream for other arrays),
-    as torch.distributed's operations do, and returns when the data is in place, every wait bounded by the
-    timeout. On the legacy default stream that is the C++ blocking form; on another current stream, the
-    stream-ordered form on it, then ``synchronize``. While the current stream captures, it raises
-    ``UnsupportedError`` (pass ``stream=`` to capture). With ``stream`` (a ``torch.cuda.Stream``, a
+    Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the
+    current stream of its tensors' framework on this device (torch's, cupy's), as torch.distributed's
+    operations do, and on the legacy default stream, and returns when the data is in place, every wait
+    bounded by the timeout. A current stream other than the legacy default one is first waited for on the
+    host (``synchronize``; while it captures, ``UnsupportedError``: pass ``stream=`` to capture), so that
+    every rank runs the same form whatever its current stream. With ``stream`` (a ``torch.cuda.Stream``, a
     ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
     ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work, the stream's
     later work waits for it, and it returns once queued (``gather`` and the host operations first wait on
@@ -140,23 +140,21 @@ class Communicator(_gpuxfer._Communicator):
         self._ordered(stream, recv, self._broadcast_from_host, *args, used=(data, recv))
 
     def _ordered(self, stream: Any, tensor: Any, operation: Any, *args: Any, used: Any) -> Any:
-        """``operation(*args, stream=stream, used=used)`` with ``stream=`` as given. Without it, the blocking
-        form after the current stream of ``tensor``'s framework: with ``stream=None`` (the C++ blocking
-        form, after the legacy default stream) when that is the legacy default stream or there is none,
-        else on that stream, then ``synchronize``."""
-        if stream is not None or tensor is None:
-            return operation(*args, stream=stream, used=used)
-        current = current_stream_of(tensor)
-        if current is None or stream_handle(current) in _LEGACY_STREAMS:
-            return operation(*args, stream=None, used=used)
-        if _gpuxfer._capturing(stream_handle(current)):
-            raise UnsupportedError(
-                f"rank {self.rank} of {self.world_size}: an operation without stream= is blocking and cannot "
-                "be captured into a CUDA graph: pass the capturing stream as stream="
-            )
-        result = operation(*args, stream=current, used=used)
-        self.synchronize(current)
-        return result
+        """``operation(*args, stream=stream, used=used)``. Without ``stream=``, the C++ blocking form
+        (``stream=None``, after the legacy default stream), after a host wait for the current stream of
+        ``tensor``'s framework where that is another stream. The form never depends on the current stream:
+        the blocking and stream-ordered host operations exchange different steps with the other ranks."""
+        if stream is None and tensor is not None:
+            current = current_stream_of(tensor)
+            if current is not None and stream_handle(current) not in _LEGACY_STREAMS:
+                try:
+                    self.synchronize(current)
+                except UnsupportedError as error:  # the stream captures
+                    raise UnsupportedError(
+                        f"rank {self.rank} of {self.world_size}: an operation without stream= is blocking "
+                        "and cannot be captured into a CUDA graph: pass the capturing stream as stream="
+                    ) from error
+        return operation(*args, stream=stream, used=used)
 
 
 def _copy_bytes(rank: int, src: int, dst: int, send_bytes: int, recv_bytes: int) -> int:

@@ -47,10 +47,10 @@ def _checked(handle: Any, source: str) -> int:
 def current_stream_of(tensor: Any) -> Any:
     """The current stream object of the framework that made ``tensor`` on its device (torch, cupy), where
     the producer most likely queued its work; None for other objects."""
-    framework = type(tensor).__module__.split(".")[0]
-    if framework == "torch" and "torch" in sys.modules:
-        return sys.modules["torch"].cuda.current_stream(tensor.device)
-    if framework == "cupy" and "cupy" in sys.modules:
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is not None and isinstance(tensor, torch.Tensor):  # subclasses too
+        return torch.cuda.current_stream(tensor.device)
+    if cupy is not None and isinstance(tensor, cupy.ndarray):
         with tensor.device:
-            return sys.modules["cupy"].cuda.get_current_stream()
+            return cupy.cuda.get_current_stream()
     return None

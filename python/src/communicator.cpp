@@ -229,9 +229,6 @@ void close(PyCommunicator& c) {
 }  // namespace
 
 void bind_communicator(nb::module_& m) {
-  m.def(
-      "_capturing", [](std::uintptr_t stream) { return capturing(reinterpret_cast<cudaStream_t>(stream)); },
-      nb::arg("stream"), "Whether the stream of this handle captures into a CUDA graph (any mode)");
   nb::class_<PyCommunicator>(m, "_Communicator")
       .def("__init__", &init, nb::arg("rank").none(), nb::arg("world_size").none(), nb::arg("init_address"),
            nb::arg("device").none(), nb::arg("timeout_ms").none())

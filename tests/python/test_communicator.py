@@ -135,50 +135,58 @@ def test_a_copy_from_a_rank_to_itself_refuses_sizes_that_differ(send_bytes, recv
 
 
 class _Rank:
-    """Communicator._ordered's view of a communicator, recording its synchronize calls."""
+    """Communicator._ordered's view of a communicator, recording its synchronize calls (refused, as the
+    C++ synchronize refuses, for a stream that captures)."""
 
     rank, world_size = 0, 1
 
-    def __init__(self, calls):
-        self.calls = calls
+    def __init__(self, calls, capturing=()):
+        self.calls, self.capturing = calls, capturing
 
     def synchronize(self, stream):
+        if stream in self.capturing:
+            raise gpuxfer.UnsupportedError("synchronize cannot be captured into a CUDA graph")
         self.calls.append(("synchronize", stream))
 
 
-@pytest.mark.parametrize(
-    "current, form",
-    [(None, None), (0, None), (1, None), (2, 2), (0x7F00, 0x7F00)],
-    ids=["no framework", "default", "cudaStreamLegacy", "per-thread", "a stream"],
-)
-def test_without_stream_the_frameworks_current_stream_chooses_the_form(monkeypatch, current, form):
-    """None or the legacy default stream: the C++ blocking form (stream None); any other current stream:
-    the stream-ordered form on it, then synchronize. A stream given is used as it is."""
-    module = gpuxfer._communicator
-    monkeypatch.setattr(module, "current_stream_of", lambda tensor: current)
-    monkeypatch.setattr(module._gpuxfer, "_capturing", lambda handle: False)
-    calls = []
-
+def _operation(calls):
     def operation(*args, stream, used):
         calls.append(("operation", args, stream, used))
         return "result"
 
-    assert module.Communicator._ordered(_Rank(calls), None, object(), operation, 1, 2, used="u") == "result"
-    assert calls == [("operation", (1, 2), form, "u")] + ([] if form is None else [("synchronize", form)])
+    return operation
+
+
+@pytest.mark.parametrize(
+    "current, waited",
+    [(None, None), (0, None), (1, None), (2, 2), (0x7F00, 0x7F00)],
+    ids=["no framework", "default", "cudaStreamLegacy", "per-thread", "a stream"],
+)
+def test_without_stream_the_blocking_form_waits_for_another_current_stream(monkeypatch, current, waited):
+    """The C++ blocking form (stream None) on every rank, whatever its current stream (the blocking and
+    stream-ordered host operations exchange different steps); a current stream other than the legacy
+    default one waited for first. A stream given is used as it is, nothing waited for."""
+    module = gpuxfer._communicator
+    monkeypatch.setattr(module, "current_stream_of", lambda tensor: current)
+    calls = []
+    result = module.Communicator._ordered(_Rank(calls), None, object(), _operation(calls), 1, 2, used="u")
+    assert result == "result"
+    assert calls == ([] if waited is None else [("synchronize", waited)]) + [("operation", (1, 2), None, "u")]
     calls.clear()
-    module.Communicator._ordered(_Rank(calls), 5, object(), operation, used=None)
+    module.Communicator._ordered(_Rank(calls), 5, object(), _operation(calls), used=None)
     assert calls == [("operation", (), 5, None)]
 
 
 def test_without_stream_a_capturing_current_stream_is_refused(monkeypatch):
     module = gpuxfer._communicator
     monkeypatch.setattr(module, "current_stream_of", lambda tensor: 0x7F00)
-    monkeypatch.setattr(module._gpuxfer, "_capturing", lambda handle: handle == 0x7F00)
     calls = []
     expect_error(
         gpuxfer.UnsupportedError,
         "without stream= is blocking and cannot be captured",
-        lambda: module.Communicator._ordered(_Rank(calls), None, object(), calls.append, used=None),
+        lambda: module.Communicator._ordered(
+            _Rank(calls, capturing=(0x7F00,)), None, object(), _operation(calls), used=None
+        ),
     )
     assert calls == []
 

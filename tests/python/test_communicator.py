@@ -414,6 +414,11 @@ def test_without_stream_an_operation_starts_after_the_current_streams_work(comm1
     with lib.current(stream):
         arrays = comm1.gather_to_host(send, 0)
     np.testing.assert_array_equal(arrays[0], pattern(0, SIZE, 12), err_msg="gather_to_host")
+    copied = lib.poisoned(comm1.device, SIZE)
+    send = produce(comm1, lib, stream, pattern(0, SIZE, 14))
+    with lib.current(stream):
+        comm1.copy(0, 0, send, copied)
+    np.testing.assert_array_equal(lib.download(copied), pattern(0, SIZE, 14), err_msg="copy")
     # A slow write of poison queued on stream first: the broadcast's bytes must land after it.
     lib.slow_copy_on(stream, received, lib.poisoned(comm1.device, SIZE))
     with lib.current(stream):

@@ -2,8 +2,11 @@
 // ncclBroadcast on the bench's own streams, timed with events behind the spin gate, and the host's own
 // memcpy and launch latency, timed with steady_clock. Their data is verified like everything else.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <thread>
+
+#include <unistd.h>
 
 #include "memory/streaming_copy.hpp"
 #include "ops.hpp"
@@ -178,6 +181,48 @@ OpSpec host_copy_under_h2d_ceiling() {
       }};
 }
 
+// The start of part @p part of the @p bytes at @p base split in @p parts, on a page boundary, so that no
+// two parts share a page (CUDA registers whole pages: a page registered twice fails the second time).
+std::size_t page_boundary(const std::byte* base, std::size_t bytes, std::size_t parts, std::size_t part) {
+  if (part == 0) return 0;
+  if (part >= parts) return bytes;
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<std::uintptr_t>(base);
+  const std::uintptr_t at = (start + bytes / parts * part) & ~(page - 1);
+  return std::clamp<std::size_t>(at > start ? at - start : 0, 0, bytes);
+}
+
+// cudaHostRegister + cudaHostUnregister of size x devices bytes of the bench's pageable memory (written
+// before, so its pages are there), split over @p threads threads, each a range of whole pages of its own:
+// what page-locking a pageable range for one call would cost, against the host copy through the staging
+// ring that the pageable paths pay instead. A part of a pageable gather or broadcast registered for the
+// call could go to or from the link by DMA while the ring carries the rest; this says at what rate.
+OpSpec host_register_ceiling(std::size_t threads) {
+  const std::string n = std::to_string(threads);
+  return {
+      .name = "ceiling_host_register_t" + n,
+      .kind = Kind::ceiling,
+      .what = "cudaHostRegister + cudaHostUnregister of pageable memory (raw), " + n +
+              (threads == 1 ? " thread" : " threads, each its own pages") + " (steady_clock)",
+      .bytes = all,
+      .run = [threads](Bench& b, std::size_t size) {
+        const std::size_t bytes = b.devices() * size;
+        const std::span<std::byte> range = b.host_pageable().first(bytes);
+        const std::size_t parts = std::min(threads, b.threads().size());
+        const auto part = [&](std::size_t i) {
+          const std::size_t begin = page_boundary(range.data(), bytes, parts, i);
+          const std::size_t end = page_boundary(range.data(), bytes, parts, i + 1);
+          if (end == begin) return;
+          void* at = range.data() + begin;
+          cuda_check(cudaHostRegister(at, end - begin, cudaHostRegisterDefault), "cudaHostRegister");
+          cuda_check(cudaHostUnregister(at), "cudaHostUnregister");
+        };
+        return b.measure({.prepare = [&](std::uint64_t run) { parallel_fill(b.threads(), range, Bench::seed(run, 0)); },
+                          .work = [&] { b.threads().run(parts, part); },
+                          .check = [&](std::uint64_t run) { return b.check_host(range, Bench::seed(run, 0)); }});
+      }};
+}
+
 }  // namespace
 
 std::size_t all_cores() { return std::max<std::size_t>(1, std::thread::hardware_concurrency()); }
@@ -199,6 +244,7 @@ std::vector<OpSpec> ceiling_ops() {
   for (const std::size_t threads : {1, 8, 16}) ops.push_back(host_memcpy_ceiling(threads, false));
   for (const std::size_t threads : stream_thread_counts()) ops.push_back(host_memcpy_ceiling(threads, true));
   ops.push_back(host_copy_under_h2d_ceiling());
+  for (const std::size_t threads : {1, 4}) ops.push_back(host_register_ceiling(threads));
   for (const CopyCeiling& c : copy_ceilings) {
     if (c.clock == Clock::latency) ops.push_back(copy_ceiling(c));
   }

@@ -13,10 +13,12 @@ class Error(RuntimeError):
     code: str = "error"
 
     def __init__(self, text: str, code: str | None = None, message: str | None = None) -> None:
-        super().__init__(text)
         if code is not None:
             self.code = code
-        self.message = text if message is None else message
+        if message is None:  # raised in Python, with the message alone: worded as the C++ errors are
+            message, text = text, f"gpuxfer {self.code}: {text}"
+        super().__init__(text)
+        self.message = message
 
 
 class InvalidArgumentError(Error, ValueError):

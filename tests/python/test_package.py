@@ -53,6 +53,22 @@ def test_a_cpp_error_becomes_its_subclass_with_code_and_message(code):
     assert type(error) is not gpuxfer.Error
 
 
+@pytest.mark.parametrize("code", CODES)
+def test_an_error_raised_in_python_reads_as_a_cpp_one(code):
+    cls = type(_raised(code))
+    error = cls("device 3: 12 bytes")
+    assert (error.code, error.message) == (code, "device 3: 12 bytes")
+    assert str(error) == f"gpuxfer {code}: device 3: 12 bytes"
+
+
+def _raised(code):
+    try:
+        gpuxfer._gpuxfer._raise(code, "")
+    except gpuxfer.Error as error:
+        return error
+    raise AssertionError(f"_raise({code!r}) raised nothing")
+
+
 def test_argument_errors_are_also_value_errors():
     for cls in (gpuxfer.InvalidArgumentError, gpuxfer.InvalidBufferError, gpuxfer.InvalidOptionError):
         assert issubclass(cls, ValueError) and issubclass(cls, gpuxfer.Error)

@@ -12,10 +12,9 @@ from . import _gpuxfer
 from ._arrays import DeviceMemory, device_memory
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._pinned import PinnedArray
-from ._streams import current_stream_of, stream_handle
+from ._streams import other_current_stream
 
 _NO_MEMORY = DeviceMemory(0, 0, None, None)
-_LEGACY_STREAMS = (0, 1)  # 0 and cudaStreamLegacy: the stream the C++ blocking forms start after
 
 
 class Communicator(_gpuxfer._Communicator):
@@ -145,8 +144,8 @@ class Communicator(_gpuxfer._Communicator):
         ``tensor``'s framework where that is another stream. The form never depends on the current stream:
         the blocking and stream-ordered host operations exchange different steps with the other ranks."""
         if stream is None and tensor is not None:
-            current = current_stream_of(tensor)
-            if current is not None and stream_handle(current) not in _LEGACY_STREAMS:
+            current = other_current_stream(tensor)
+            if current is not None:
                 try:
                     self.synchronize(current)
                 except UnsupportedError as error:  # the stream captures

@@ -44,6 +44,17 @@ def _checked(handle: Any, source: str) -> int:
     return handle
 
 
+LEGACY_STREAMS = (0, 1)  # 0 and cudaStreamLegacy: the stream the C++ blocking forms start after
+
+
+def other_current_stream(tensor: Any) -> Any:
+    """The current stream of ``tensor``'s framework on its device (``current_stream_of``) when it is not
+    the legacy default stream: the one a blocking form must wait for besides it, as torch.distributed's
+    operations do; None otherwise."""
+    current = current_stream_of(tensor)
+    return None if current is None or stream_handle(current) in LEGACY_STREAMS else current
+
+
 def current_stream_of(tensor: Any) -> Any:
     """The current stream object of the framework that made ``tensor`` on its device (torch, cupy), where
     the producer most likely queued its work; None for other objects."""

@@ -9,7 +9,7 @@ from typing import Any
 from . import _gpuxfer
 from ._arrays import device_memory
 from ._errors import InvalidArgumentError
-from ._streams import current_stream_of, stream_handle
+from ._streams import current_stream_of, other_current_stream, stream_handle
 
 _FIRST_POLL_S = 20e-6
 _LAST_POLL_S = 1e-3
@@ -53,21 +53,27 @@ class Transfer(_gpuxfer._Transfer):
     ) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
         ``out`` on ``dst_device``; returns where each device's bytes landed. Without ``stream`` it writes
-        ``out`` after the work queued on the legacy default stream and returns when done; with ``stream``
+        ``out`` after the work queued on the legacy default stream and on its framework's current stream
+        (waited for on the host first, when that is another stream) and returns when done; with ``stream``
         after that stream's earlier work, complete when ``stream`` gets past this call (``out`` is kept
         alive until then)."""
         memory = device_memory(out)
+        if stream is None:
+            _wait_for_current_streams([(memory.device_id, out)])
         return self._gather_to_device(dst_device, memory.ptr, memory.nbytes, stream, out)
 
     def gather_slices(self, slices: Iterable[Any], out: Any, *, stream: Any = None) -> int:
         """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
         the order given; returns the bytes written. A bare tensor's device is the manager's device of its
-        DLPack device id. The slices are read after the work queued on each device's legacy default stream
-        (with ``stream``: on that stream, and into pinned ``out`` it returns at once, the bytes there when
-        ``stream`` gets past this call; ``out`` and the slices are kept alive until then)."""
+        DLPack device id. Without ``stream`` the slices are read after the work queued on each device's
+        legacy default stream and on their framework's current stream there (waited for on the host first,
+        when that is another stream). With ``stream`` they are read on that stream, and into pinned ``out``
+        it returns at once, the bytes there when ``stream`` gets past this call (``out`` and the slices are
+        kept alive until then)."""
         ordinals = None
         ranges = []
         tensors = []
+        devices = []
         for entry in slices:
             device, tensor = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
             memory = device_memory(tensor)
@@ -82,6 +88,9 @@ class Transfer(_gpuxfer._Transfer):
                 device = ordinals.index(memory.device_id)
             ranges.append((device, memory.ptr, memory.nbytes))
             tensors.append(tensor)
+            devices.append(memory.device_id)
+        if stream is None:
+            _wait_for_current_streams(zip(devices, tensors))
         return self._gather_slices(ranges, out, stream, tensors if stream is not None else None)
 
     async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
@@ -94,3 +103,18 @@ class Transfer(_gpuxfer._Transfer):
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL_S)
         return handle.get()
+
+
+def _wait_for_current_streams(tensors: Iterable[tuple[Any, Any]]) -> None:
+    """Waits on the host for the current stream of each (device id, tensor)'s framework on that device
+    where it is not the legacy default stream (``other_current_stream``): once per framework and device,
+    whatever the number of tensors."""
+    seen = set()
+    for device_id, tensor in tensors:
+        key = (type(tensor), device_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        current = other_current_stream(tensor)
+        if current is not None:
+            current.synchronize()

@@ -167,7 +167,7 @@ def test_without_stream_the_blocking_form_waits_for_another_current_stream(monke
     stream-ordered host operations exchange different steps); a current stream other than the legacy
     default one waited for first. A stream given is used as it is, nothing waited for."""
     module = gpuxfer._communicator
-    monkeypatch.setattr(module, "current_stream_of", lambda tensor: current)
+    monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: current)
     calls = []
     result = module.Communicator._ordered(_Rank(calls), None, object(), _operation(calls), 1, 2, used="u")
     assert result == "result"
@@ -179,7 +179,7 @@ def test_without_stream_the_blocking_form_waits_for_another_current_stream(monke
 
 def test_without_stream_a_capturing_current_stream_is_refused(monkeypatch):
     module = gpuxfer._communicator
-    monkeypatch.setattr(module, "current_stream_of", lambda tensor: 0x7F00)
+    monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: 0x7F00)
     calls = []
     expect_error(
         gpuxfer.UnsupportedError,

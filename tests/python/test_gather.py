@@ -169,6 +169,38 @@ def test_gather_slices_packs_pieces_in_order(manager, lib):
     np.testing.assert_array_equal(out[: expected.size], expected)
 
 
+def test_without_stream_gather_slices_reads_after_the_current_streams_write(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    data = pattern(0, 1 << 16, 18)
+    source = lib.upload(ordinal, data)
+    late = lib.poisoned(ordinal, 1 << 16)
+    lib.synchronize()
+    lib.slow_copy_on(stream, late, source)  # behind a ~50 ms spin on stream
+    out = np.full(1 << 16, POISON, np.uint8)
+    with lib.current(stream):
+        assert transfer.gather_slices([(0, late[: 1 << 15]), late[1 << 15 :]], out) == 1 << 16
+    np.testing.assert_array_equal(out, data)
+
+
+def test_without_stream_gather_to_device_writes_after_the_current_streams_read(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    register_all(transfer, lib, 1 << 18)
+    expected = concatenation(manager, 1 << 18)
+    ordinal = manager.devices[0].ordinal
+    stream = lib.stream(ordinal)
+    out = lib.poisoned(ordinal, expected.size)
+    before = lib.poisoned(ordinal, expected.size)
+    lib.synchronize()
+    with lib.current(stream):
+        lib.slow_copy_on(stream, before, out)  # reads out behind a ~50 ms spin: it must see the poison
+        transfer.gather_to_device(0, out)
+    lib.synchronize()
+    assert (lib.download(before) == POISON).all(), "gather_to_device wrote out before the stream read it"
+    np.testing.assert_array_equal(lib.download(out), expected)
+
+
 def test_two_threads_gather_at_once(manager, lib):
     import threading
 

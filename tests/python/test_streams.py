@@ -63,3 +63,30 @@ def test_objects_of_no_known_framework_have_no_current_stream():
 
     assert current_stream_of(object()) is None
     assert current_stream_of(TorchLikeStream()) is None
+
+
+class WaitedStream(TorchLikeStream):
+    """A stream whose host waits are counted."""
+
+    def __init__(self, handle):
+        self.cuda_stream, self.waits = handle, 0
+
+    def synchronize(self):
+        self.waits += 1
+
+
+@pytest.mark.parametrize("handle, other", [(0, False), (1, False), (2, True), (0x7F00, True)])
+def test_a_blocking_form_waits_for_a_current_stream_other_than_the_legacy_one(monkeypatch, handle, other):
+    stream = WaitedStream(handle)
+    monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: stream)
+    assert gpuxfer._streams.other_current_stream(object()) is (stream if other else None)
+    monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: None)
+    assert gpuxfer._streams.other_current_stream(object()) is None
+
+
+def test_transfer_waits_for_each_framework_and_devices_current_stream_once(monkeypatch):
+    """gather_slices' host waits: once per (framework, device), however many slices there are."""
+    streams = {"a": WaitedStream(0x7F00), "b": WaitedStream(0x7F01), "legacy": WaitedStream(0)}
+    monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: streams[tensor])
+    gpuxfer._transfer._wait_for_current_streams([(0, "a"), (0, "a"), (1, "b"), (2, "legacy"), (1, "b")])
+    assert {name: s.waits for name, s in streams.items()} == {"a": 1, "b": 1, "legacy": 0}

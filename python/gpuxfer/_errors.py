@@ -6,6 +6,8 @@ The extension module raises these for every ``gpuxfer::Error``; ``str(e)`` is th
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class Error(RuntimeError):
     """A gpuxfer operation failed. ``code`` says what kind of failure (an ``Errc`` name)."""
@@ -19,6 +21,10 @@ class Error(RuntimeError):
             message, text = text, f"gpuxfer {self.code}: {text}"
         super().__init__(text)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy rebuild from these, not from args alone (which would prefix the text again)
+        return (type(self), (str(self), self.code, self.message), self.__dict__)
 
 
 class InvalidArgumentError(Error, ValueError):

@@ -59,7 +59,7 @@ class Transfer(_gpuxfer._Transfer):
         alive until then)."""
         memory = device_memory(out)
         if stream is None:
-            _wait_for_current_streams([(memory.device_id, out)])
+            _wait_for_current_streams([(memory.device_id, out)], "gather_to_device")
         return self._gather_to_device(dst_device, memory.ptr, memory.nbytes, stream, out)
 
     def gather_slices(self, slices: Iterable[Any], out: Any, *, stream: Any = None) -> int:
@@ -90,7 +90,7 @@ class Transfer(_gpuxfer._Transfer):
             tensors.append(tensor)
             devices.append(memory.device_id)
         if stream is None:
-            _wait_for_current_streams(zip(devices, tensors))
+            _wait_for_current_streams(zip(devices, tensors), "gather_slices")
         return self._gather_slices(ranges, out, stream, tensors if stream is not None else None)
 
     async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
@@ -105,10 +105,11 @@ class Transfer(_gpuxfer._Transfer):
         return handle.get()
 
 
-def _wait_for_current_streams(tensors: Iterable[tuple[Any, Any]]) -> None:
-    """Waits on the host for the current stream of each (device id, tensor)'s framework on that device
-    where it is not the legacy default stream (``other_current_stream``): once per framework and device,
-    whatever the number of tensors."""
+def _wait_for_current_streams(tensors: Iterable[tuple[Any, Any]], what: str) -> None:
+    """Waits on the host (``_gpuxfer._wait_for_stream``: GIL released; ``UnsupportedError`` while it
+    captures) for the current stream of each (CUDA device id, tensor)'s framework on that device where it
+    is not the legacy default stream (``other_current_stream``): once per framework and device, whatever
+    the number of tensors."""
     seen = set()
     for device_id, tensor in tensors:
         key = (type(tensor), device_id)
@@ -117,4 +118,4 @@ def _wait_for_current_streams(tensors: Iterable[tuple[Any, Any]]) -> None:
         seen.add(key)
         current = other_current_stream(tensor)
         if current is not None:
-            current.synchronize()
+            _gpuxfer._wait_for_stream(stream_handle(current), -1 if device_id is None else device_id, what)

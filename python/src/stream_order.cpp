@@ -63,6 +63,24 @@ bool capturing(cudaStream_t stream) noexcept {
   return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
 }
 
+void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) {
+  std::optional<CurrentDevice> on;
+  if (ordinal >= 0) on.emplace(ordinal);
+  if (capturing(stream)) {
+    throw Error(Errc::unsupported, what + " without stream= is blocking and cannot be captured into a CUDA "
+                                          "graph: pass the capturing stream as stream=");
+  }
+  cudaError_t rc = cudaSuccess;
+  {
+    nb::gil_scoped_release gil;
+    rc = cudaStreamSynchronize(stream);
+  }
+  if (rc != cudaSuccess) {
+    throw Error(Errc::cuda_error, what + ": waiting for the current stream: " + cudaGetErrorName(rc) + " (" +
+                                      cudaGetErrorString(rc) + ")");
+  }
+}
+
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
   // The legacy and the per-thread stream handles stand for a stream of each device: marked on each of
   // @p legacy_ordinals (the call ran on those devices' streams, whatever the current device is here).

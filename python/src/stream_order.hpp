@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,6 +44,13 @@ auto call_then(Call&& call, After&& after) {
 /// graph; false too when CUDA cannot tell (the call that uses the stream then says why). No event may be
 /// queried meanwhile: that would invalidate the capture.
 [[nodiscard]] bool capturing(cudaStream_t stream) noexcept;
+
+/// Waits, the GIL released, for the work queued so far on @p stream (cudaStreamPerThread: the per-thread
+/// stream of device @p ordinal; -1: of the current device): the host wait of a blocking form for the
+/// caller's current stream. @p what names the operation in errors.
+/// @throws gpuxfer::Error(Errc::unsupported) while @p stream captures (a host wait would invalidate the
+///         capture), Error(Errc::cuda_error) when CUDA fails
+void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what);
 
 /// Where a stream's queued work ends, as events: one on @p stream, or for 0 and cudaStreamLegacy (one
 /// legacy default stream per device) one on the legacy default stream of each ordinal, and for

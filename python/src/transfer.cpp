@@ -218,6 +218,13 @@ void bind_piece(nb::module_& m) {
 
 void bind_transfer(nb::module_& m) {
   bind_piece(m);
+  m.def(
+      "_wait_for_stream",
+      [](std::uintptr_t stream, int ordinal, const std::string& what) {
+        wait_for_stream(reinterpret_cast<cudaStream_t>(stream), ordinal, what);
+      },
+      nb::arg("stream"), nb::arg("ordinal"), nb::arg("what"),
+      "Waits (GIL released) for a stream's work queued so far; refused with UnsupportedError while it captures");
   nb::class_<Transfer>(m, "_Transfer")
       .def(
           "__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },

@@ -61,6 +61,17 @@ def test_an_error_raised_in_python_reads_as_a_cpp_one(code):
     assert str(error) == f"gpuxfer {code}: device 3: 12 bytes"
 
 
+@pytest.mark.parametrize("code", CODES)
+def test_errors_survive_pickle_and_copy(code):
+    import copy
+    import pickle
+
+    for error in (_raised(code), type(_raised(code))("device 3: 12 bytes")):
+        for again in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+            assert type(again) is type(error)
+            assert (str(again), again.code, again.message) == (str(error), error.code, error.message)
+
+
 def _raised(code):
     try:
         gpuxfer._gpuxfer._raise(code, "")

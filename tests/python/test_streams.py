@@ -65,19 +65,14 @@ def test_objects_of_no_known_framework_have_no_current_stream():
     assert current_stream_of(TorchLikeStream()) is None
 
 
-class WaitedStream(TorchLikeStream):
-    """A stream whose host waits are counted."""
-
+class HandleStream(TorchLikeStream):
     def __init__(self, handle):
-        self.cuda_stream, self.waits = handle, 0
-
-    def synchronize(self):
-        self.waits += 1
+        self.cuda_stream = handle
 
 
 @pytest.mark.parametrize("handle, other", [(0, False), (1, False), (2, True), (0x7F00, True)])
 def test_a_blocking_form_waits_for_a_current_stream_other_than_the_legacy_one(monkeypatch, handle, other):
-    stream = WaitedStream(handle)
+    stream = HandleStream(handle)
     monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: stream)
     assert gpuxfer._streams.other_current_stream(object()) is (stream if other else None)
     monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: None)
@@ -85,8 +80,13 @@ def test_a_blocking_form_waits_for_a_current_stream_other_than_the_legacy_one(mo
 
 
 def test_transfer_waits_for_each_framework_and_devices_current_stream_once(monkeypatch):
-    """gather_slices' host waits: once per (framework, device), however many slices there are."""
-    streams = {"a": WaitedStream(0x7F00), "b": WaitedStream(0x7F01), "legacy": WaitedStream(0)}
+    """gather_slices' host waits: once per (framework, device), however many slices there are, each for
+    the stream on its device."""
+    streams = {"a": HandleStream(0x7F00), "b": HandleStream(0x7F01), "legacy": HandleStream(0)}
     monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: streams[tensor])
-    gpuxfer._transfer._wait_for_current_streams([(0, "a"), (0, "a"), (1, "b"), (2, "legacy"), (1, "b")])
-    assert {name: s.waits for name, s in streams.items()} == {"a": 1, "b": 1, "legacy": 0}
+    waits = []
+    monkeypatch.setattr(gpuxfer._transfer._gpuxfer, "_wait_for_stream", lambda *args: waits.append(args))
+    pairs = [(0, "a"), (0, "a"), (1, "b"), (2, "legacy"), (1, "b"), (None, "a")]
+    gpuxfer._transfer._wait_for_current_streams(pairs, "gather_slices")
+    what = "gather_slices"
+    assert waits == [(0x7F00, 0, what), (0x7F01, 1, what), (0x7F00, -1, what)]

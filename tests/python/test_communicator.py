@@ -404,7 +404,7 @@ def test_without_stream_an_operation_starts_after_the_current_streams_work(comm1
     """As torch.distributed's operations: work queued on the framework's current stream (not the legacy
     default one) comes first, and the blocking call returns with the data in place. cupy's __dlpack__
     (called with no stream) makes the legacy default stream wait for cupy's current stream, so with cupy
-    this passes on the old code too; torch's (2.10 on) does not, and tells."""
+    this passes on the old code too; with torch, whose __dlpack__ need not, it tells the two apart."""
     stream = lib.stream(comm1.device)
     gathered = lib.poisoned(comm1.device, SIZE)
     received = lib.poisoned(comm1.device, SIZE)

@@ -172,7 +172,7 @@ def test_gather_slices_packs_pieces_in_order(manager, lib):
 def test_without_stream_gather_slices_reads_after_the_current_streams_write(manager, lib):
     """The slices are read after the current stream's write, waited for on the host. cupy's __dlpack__
     (called with no stream) makes the legacy default stream wait for cupy's current stream, so with cupy
-    this passes on the old code too; torch's (2.10 on) does not, and tells."""
+    this passes on the old code too; with torch, whose __dlpack__ need not, it tells the two apart."""
     transfer = gpuxfer.Transfer(manager)
     ordinal = manager.devices[0].ordinal
     stream = lib.stream(ordinal)
@@ -190,7 +190,7 @@ def test_without_stream_gather_slices_reads_after_the_current_streams_write(mana
 def test_without_stream_gather_to_device_writes_after_the_current_streams_read(manager, lib):
     """out is written after the current stream's read of it, waited for on the host. cupy's __dlpack__
     (called with no stream) makes the legacy default stream wait for cupy's current stream, so with cupy
-    this passes on the old code too; torch's (2.10 on) does not, and tells."""
+    this passes on the old code too; with torch, whose __dlpack__ need not, it tells the two apart."""
     transfer = gpuxfer.Transfer(manager)
     register_all(transfer, lib, 1 << 18)
     expected = concatenation(manager, 1 << 18)

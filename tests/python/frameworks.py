@@ -19,6 +19,19 @@ def pattern(device: int, nbytes: int, seed: int = 1) -> np.ndarray:
     )
 
 
+def written_late(lib: Any, ordinal: int, nbytes: int, seed: int) -> tuple[Any, np.ndarray, Any]:
+    """(stream, data, tensor): a poisoned tensor on device ordinal that a copy of pattern(0, nbytes, seed),
+    queued on a new stream behind a ~50 ms spin, overwrites: a reader that does not wait for the stream
+    sees poison."""
+    stream = lib.stream(ordinal)
+    data = pattern(0, nbytes, seed)
+    source = lib.upload(ordinal, data)
+    tensor = lib.poisoned(ordinal, nbytes)
+    lib.synchronize()
+    lib.slow_copy_on(stream, tensor, source)
+    return stream, data, tensor
+
+
 POISON = 0xA5
 SPIN_CYCLES = 100_000_000  # about 50 ms of one spinning GPU thread: longer than any copy these tests make
 

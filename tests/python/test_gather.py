@@ -9,7 +9,7 @@ import gpuxfer
 import numpy as np
 import pytest
 from conftest import needs_devices
-from frameworks import POISON, pattern
+from frameworks import POISON, pattern, written_late
 
 SIZES = [4096, (3 << 20) + 17]
 
@@ -174,13 +174,7 @@ def test_without_stream_gather_slices_reads_after_the_current_streams_write(mana
     (called with no stream) makes the legacy default stream wait for cupy's current stream, so with cupy
     this passes on the old code too; with torch, whose __dlpack__ need not, it tells the two apart."""
     transfer = gpuxfer.Transfer(manager)
-    ordinal = manager.devices[0].ordinal
-    stream = lib.stream(ordinal)
-    data = pattern(0, 1 << 16, 18)
-    source = lib.upload(ordinal, data)
-    late = lib.poisoned(ordinal, 1 << 16)
-    lib.synchronize()
-    lib.slow_copy_on(stream, late, source)  # behind a ~50 ms spin on stream
+    stream, data, late = written_late(lib, manager.devices[0].ordinal, 1 << 16, 18)
     out = np.full(1 << 16, POISON, np.uint8)
     with lib.current(stream):
         assert transfer.gather_slices([(0, late[: 1 << 15]), late[1 << 15 :]], out) == 1 << 16

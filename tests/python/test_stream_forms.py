@@ -16,7 +16,7 @@ import gpuxfer
 import numpy as np
 import pytest
 from conftest import DEVICE_COUNT
-from frameworks import POISON, pattern
+from frameworks import POISON, pattern, written_late
 
 NBYTES = (1 << 20) + 5
 
@@ -165,12 +165,7 @@ def test_gather_to_device_with_stream(manager, lib):
 def test_gather_slices_with_stream(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     ordinal = manager.devices[0].ordinal
-    s = lib.stream(ordinal)
-    data = pattern(0, 1 << 16, 17)
-    source = lib.upload(ordinal, data)
-    late = lib.poisoned(ordinal, 1 << 16)
-    lib.synchronize()
-    lib.slow_copy_on(s, late, source)
+    s, data, late = written_late(lib, ordinal, 1 << 16, 17)
     starts = [(k * 1031) % ((1 << 16) - 4096) for k in range(32)]
     slices = [(0, late[a : a + 4096 - k]) for k, a in enumerate(starts)]
     expected = np.concatenate([data[a : a + 4096 - k] for k, a in enumerate(starts)])

@@ -7,8 +7,7 @@
 #include <memory>
 #include <thread>
 
-#include <unistd.h>
-
+#include "comm/shared_segment.hpp"
 #include "memory/streaming_copy.hpp"
 #include "ops.hpp"
 #include "raw_copies.hpp"
@@ -187,7 +186,7 @@ OpSpec host_copy_under_h2d_ceiling() {
 std::size_t page_boundary(const std::byte* base, std::size_t bytes, std::size_t parts, std::size_t part) {
   if (part == 0) return 0;
   if (part >= parts) return bytes;
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto page = static_cast<std::uintptr_t>(detail::page_size());
   const auto start = reinterpret_cast<std::uintptr_t>(base);
   const std::uintptr_t at = (start + bytes / parts * part) & ~(page - 1);
   return std::clamp<std::size_t>(at > start ? at - start : 0, 0, bytes);

@@ -10,11 +10,13 @@
 namespace gpuxfer::python {
 namespace {
 
-void check(cudaError_t rc, const char* what) {
+void check(cudaError_t rc, const std::string& context) {
   if (rc != cudaSuccess)
-    throw Error(Errc::cuda_error, std::string("stream= keep-alive: ") + what + ": " + cudaGetErrorName(rc) +
-                                      " (" + cudaGetErrorString(rc) + ")");
+    throw Error(Errc::cuda_error,
+                context + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
 }
+
+void check(cudaError_t rc, const char* what) { check(rc, std::string("stream= keep-alive: ") + what); }
 
 // Switches the current device for its scope only when it must, restoring the caller's.
 class CurrentDevice {
@@ -75,10 +77,7 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
     nb::gil_scoped_release gil;
     rc = cudaStreamSynchronize(stream);
   }
-  if (rc != cudaSuccess) {
-    throw Error(Errc::cuda_error, what + ": waiting for the current stream: " + cudaGetErrorName(rc) + " (" +
-                                      cudaGetErrorString(rc) + ")");
-  }
+  check(rc, what + ": waiting for the current stream");
 }
 
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {

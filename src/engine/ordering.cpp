@@ -7,6 +7,7 @@
 
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
+#include "runtime/stream.hpp"
 
 namespace gpuxfer::detail {
 namespace {
@@ -47,19 +48,9 @@ void OperationOrder::order_with(cudaStream_t stream) {
     return;
   }
   caller_ = stream;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GPUXFER_CUDA_TRY_CTX(
-      cudaStreamIsCapturing(stream, &status),
-      std::string(what_) + ": asking whether the caller's stream captures (a destroyed stream?)");
-  capturing_ = status != cudaStreamCaptureStatusNone;
-  if (!capturing_) {
-    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller_ordinal_),
-                         std::string(what_) + ": asking the device of the caller's stream");
-  } else {
-    // CUDA refuses to tell a capturing stream's device (cudaErrorStreamCaptureUnsupported, in every capture
-    // mode): a capturing stream is taken to be of the current device, as graph capture code has it.
-    GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&caller_ordinal_), std::string(what_) + ": the current device");
-  }
+  const CallerStream caller = caller_stream(stream, what_, "the caller's stream");
+  capturing_ = caller.capturing;
+  caller_ordinal_ = caller.ordinal;
 }
 
 void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {

@@ -9,6 +9,7 @@
 #include "engine/transfer_state.hpp"
 #include "node/pointer_checks.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/stream.hpp"
 
 namespace gpuxfer {
 
@@ -34,18 +35,8 @@ void InterGpuTransfer::set_device_buffer(std::size_t device_idx, void* ptr, std:
   reg.ptr = ptr;
   reg.size = size_bytes;
   if (producer != nullptr && producer != cudaStreamLegacy) {
-    int stream_ordinal = -1;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(producer, &capture),
-                         "set_device_buffer: asking whether the producer stream captures (a destroyed stream?)");
-    if (capture == cudaStreamCaptureStatusNone) {
-      GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(producer, &stream_ordinal),
-                           "set_device_buffer: asking the device of the producer stream");
-    } else {
-      // CUDA refuses to tell a capturing stream's device (and invalidates the capture when asked): taken
-      // to be of the current device, as the operations take it (OperationOrder).
-      GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&stream_ordinal), "set_device_buffer: the current device");
-    }
+    const int stream_ordinal =
+        detail::caller_stream(producer, "set_device_buffer", "the producer stream").ordinal;
     if (stream_ordinal != m.ordinal(device_idx)) {
       throw Error(Errc::invalid_argument, "set_device_buffer: the producer stream belongs to ordinal " +
                                               std::to_string(stream_ordinal) + ", the buffer to " +

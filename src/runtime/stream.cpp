@@ -7,6 +7,20 @@
 
 namespace gpuxfer::detail {
 
+CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
+                       what + ": asking whether " + name + " captures (a destroyed stream?)");
+  CallerStream caller{.capturing = status != cudaStreamCaptureStatusNone};
+  if (!caller.capturing) {
+    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller.ordinal),
+                         what + ": asking the device of " + name);
+  } else {
+    GPUXFER_CUDA_TRY_CTX(cudaGetDevice(&caller.ordinal), what + ": the current device");
+  }
+  return caller;
+}
+
 Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   GPUXFER_CUDA_TRY_CTX(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),

@@ -1,11 +1,25 @@
 // A move-only owner of one non-blocking CUDA stream.
 #pragma once
 
+#include <string>
 #include <utility>
 
 #include <cuda_runtime_api.h>
 
 namespace gpuxfer::detail {
+
+/// A caller's stream (not the legacy default one): whether it captures into a CUDA graph, and its device.
+/// CUDA refuses to tell a capturing stream's device (in every capture mode, invalidating the capture when
+/// asked): such a stream is taken to be of the current device, as graph capture code has it.
+struct CallerStream {
+  bool capturing = false;
+  int ordinal = -1;
+};
+
+/// @p stream's CallerStream; @p what (the operation) and @p name ("the producer stream") in errors.
+/// @throws Error(Errc::cuda_error) when CUDA cannot tell (a destroyed stream?)
+[[nodiscard]] CallerStream caller_stream(cudaStream_t stream, const std::string& what,
+                                         const std::string& name);
 
 /// A non-blocking stream owned on one device. Move-only; the destructor never throws.
 class Stream {

@@ -59,6 +59,19 @@ section() { printf '\n=== %s\n' "$*"; }
 # The lines of bench.log from the one "=== <marker>" on.
 bench_log_section() { sed -n "/^=== $1\$/,\$p" "$logs/bench.log"; }
 
+# Runs the probe $build/benchmarks/<$1> when built, appending its output to bench.log under "=== <$1>";
+# its lines matching the regex $2 go into the summary.
+run_probe() {
+  local name=$1 pattern=$2 probe=$build/benchmarks/$1 rc line
+  [[ -x $probe ]] || return 0
+  section "probe: ${name#gpuxfer-probe-}"
+  { printf '\n=== %s\n' "$name"; "$probe"; } >>"$logs/bench.log" 2>&1
+  rc=$?
+  bench_log_section "$name"
+  summary+=("probe ${name#gpuxfer-probe-}: exit code $rc (informational; bench.log):")
+  while IFS= read -r line; do summary+=("  $line"); done < <(bench_log_section "$name" | grep -E "$pattern")
+}
+
 # Runs the command after <marker> <limit> <tail> under that time limit (seconds), its output appended to
 # bench.log after a line "=== <marker>"; prints the section's last <tail> lines and sets appended_rc.
 append_to_bench_log() {
@@ -229,17 +242,10 @@ if ((run_default)); then
   else
     summary+=("bench: no $bench, not run")
   fi
-  # The small calls alone, back to back and after pauses (informational, appended to bench.log).
-  probe=$build/benchmarks/gpuxfer-probe-small-calls
-  if [[ -x $probe ]]; then
-    section "probe: small calls"
-    { printf '\n=== gpuxfer-probe-small-calls\n'; "$probe"; } >>"$logs/bench.log" 2>&1
-    probe_rc=$?
-    sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log"
-    summary+=("probe small calls: exit code $probe_rc (informational; bench.log):")
-    while IFS= read -r line; do summary+=("  $line"); done < <(
-      sed -n '/=== gpuxfer-probe-small-calls/,$p' "$logs/bench.log" | grep -E "median|timeline|probe-small-calls:")
-  fi
+  # The probes (informational, appended to bench.log): the small calls alone, back to back and after
+  # pauses; a pageable gather with part of its destination registered per call.
+  run_probe gpuxfer-probe-small-calls "median|timeline|probe-small-calls:"
+  run_probe gpuxfer-probe-partial-registration "alone|registered per call|probe-partial-registration:"
   # The cross-process bench, one rank per GPU under `gpuxfer launch`, appended to bench.log: with 2+ GPUs
   # the measurement (its failure fails the run); with one a world of one, a smoke run only (NCCL refuses
   # two ranks on one GPU). Its JSON stays in $work (8 files at most come back); with 2+ GPUs and torchrun,

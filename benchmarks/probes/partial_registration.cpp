@@ -48,7 +48,9 @@ double median(std::vector<double> v) {
 
 struct DeviceMemory {
   std::byte* ptr = nullptr;
-  explicit DeviceMemory(std::size_t bytes) { check(cudaMalloc(reinterpret_cast<void**>(&ptr), bytes), "cudaMalloc"); }
+  explicit DeviceMemory(std::size_t bytes) {
+    check(cudaMalloc(reinterpret_cast<void**>(&ptr), bytes), "cudaMalloc");
+  }
   ~DeviceMemory() { cudaFree(ptr); }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -75,8 +77,8 @@ struct SplitTimes {
 
 // One split gather: the head through gather_into, the last @p tail_bytes registered and copied straight
 // into on a second thread.
-SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory& source, std::span<std::byte> out,
-                        std::size_t tail_bytes, cudaStream_t stream) {
+SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory& source,
+                        std::span<std::byte> out, std::size_t tail_bytes, cudaStream_t stream) {
   const std::size_t head_bytes = out.size() - tail_bytes;
   SplitTimes t;
   const auto start = Clock::now();
@@ -88,7 +90,8 @@ SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory&
       const auto begin = Clock::now();
       check(cudaHostRegister(at, tail_bytes, cudaHostRegisterPortable), "cudaHostRegister");
       const auto registered = Clock::now();
-      check(cudaMemcpyAsync(at, source.ptr + head_bytes, tail_bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(at, source.ptr + head_bytes, tail_bytes, cudaMemcpyDeviceToHost, stream),
+            "cudaMemcpyAsync");
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
       const auto copied = Clock::now();
       check(cudaHostUnregister(at), "cudaHostUnregister");
@@ -136,13 +139,15 @@ int run() {
       return median(v);
     };
     const double total = med(&SplitTimes::total);
-    std::printf("tail %5.1f MiB registered per call: %7.1f us = %5.2f GB/s (head's gather_into %7.1f us; tail: "
-                "register %7.1f, copy %7.1f, unregister %7.1f)\n",
-                static_cast<double>(tail_bytes) / mib, total, total_bytes / total / 1e3, med(&SplitTimes::head),
-                med(&SplitTimes::tail_register), med(&SplitTimes::tail_copy), med(&SplitTimes::tail_unregister));
+    std::printf(
+        "tail %5.1f MiB registered per call: %7.1f us = %5.2f GB/s (head's gather_into %7.1f us; tail: "
+        "register %7.1f, copy %7.1f, unregister %7.1f)\n",
+        static_cast<double>(tail_bytes) / mib, total, total_bytes / total / 1e3, med(&SplitTimes::head),
+        med(&SplitTimes::tail_register), med(&SplitTimes::tail_copy), med(&SplitTimes::tail_unregister));
   }
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  std::printf("# gpuxfer-probe-partial-registration: %s\n", right ? "OK: every byte right" : "FAILED: wrong bytes");
+  std::printf("# gpuxfer-probe-partial-registration: %s\n",
+              right ? "OK: every byte right" : "FAILED: wrong bytes");
   return right ? 0 : 1;
 }
 

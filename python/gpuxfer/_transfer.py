@@ -30,7 +30,18 @@ class Transfer(_gpuxfer._Transfer):
     ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
     before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory
     alive, and unchanged, for as long as the graph may launch.
+
+    ``close()`` (or leaving a ``with`` block) ends it at once, as garbage collection would: it waits for the
+    streams of what stream-ordered calls keep, ends the engine and lets go of the registered tensors; then
+    every call raises ``InvalidArgumentError`` and ``manager`` and ``closed`` still answer. It is refused
+    while an operation is in flight (another thread's call, a handle whose result is not collected).
     """
+
+    def __enter__(self) -> Transfer:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that

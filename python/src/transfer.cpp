@@ -5,7 +5,9 @@
 // (python/gpuxfer/_transfer.py) is the public face.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -62,13 +64,13 @@ nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
 void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
                        std::uintptr_t stream, nb::object tensor, nb::object stream_owner) {
   released(t, [&] {
-    t.engine.set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
+    t.live().set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
   });
   t.hold(device, {std::move(tensor), std::move(stream_owner)});
 }
 
 void clear_device_buffer(Transfer& t, std::size_t device) {
-  t.engine.clear_device_buffer(device);
+  t.live().clear_device_buffer(device);
   t.hold(device, {});
 }
 
@@ -76,17 +78,17 @@ nb::object gather(nb::handle self, std::size_t dst, nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
   const std::optional<cudaStream_t> s = stream_arg(stream);
   InFlight counted(t);  // until the handle counts itself: nothing registered meanwhile may die
-  GatherHandle h = s ? ordered(t, *s, nb::none(), [&] { return t.engine.gather_async(dst, *s); })
-                     : released(t, [&] { return t.engine.gather(dst); });
+  GatherHandle h = s ? ordered(t, *s, nb::none(), [&] { return t.live().gather_async(dst, *s); })
+                     : released(t, [&] { return t.live().gather(dst); });
   return handle_of(self, t, std::move(h));
 }
 
 nb::object gather_all(nb::handle self, nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
   const std::optional<cudaStream_t> s = stream_arg(stream);
-  if (!s) return arrays(released(t, [&] { return t.engine.gather_all(); }));
+  if (!s) return arrays(released(t, [&] { return t.live().gather_all(); }));
   InFlight counted(t);
-  GatherHandle h = ordered(t, *s, nb::none(), [&] { return t.engine.gather_all_async(*s); });
+  GatherHandle h = ordered(t, *s, nb::none(), [&] { return t.live().gather_all_async(*s); });
   return handle_of(self, t, std::move(h));
 }
 
@@ -98,7 +100,7 @@ std::vector<double> time_gather_all(Transfer& t, std::size_t calls) {
   released(t, [&] {
     for (double& s : seconds) {
       const auto start = std::chrono::steady_clock::now();
-      const std::vector<HostBuffer> out = t.engine.gather_all();
+      const std::vector<HostBuffer> out = t.live().gather_all();
       s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   });
@@ -109,18 +111,18 @@ void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data,
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.engine.copy_buffer_async(src, dst, view.cspan(), *s); });
+    ordered(t, *s, nb::borrow(data), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
   } else {
-    released(t, [&] { t.engine.copy_buffer(src, dst, view.cspan()); });
+    released(t, [&] { t.live().copy_buffer(src, dst, view.cspan()); });
   }
 }
 
 void copy_device_buffer(Transfer& t, std::size_t src, std::size_t dst, CopyPath path, nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
   if (s) {
-    ordered(t, *s, nb::none(), [&] { (void)t.engine.copy_device_buffer_async(src, dst, *s, path); });
+    ordered(t, *s, nb::none(), [&] { (void)t.live().copy_device_buffer_async(src, dst, *s, path); });
   } else {
-    released(t, [&] { t.engine.copy_device_buffer(src, dst, path); });
+    released(t, [&] { t.live().copy_device_buffer(src, dst, path); });
   }
 }
 
@@ -130,8 +132,8 @@ nb::object copy_device_buffer_async(nb::handle self, std::size_t src, std::size_
   const std::optional<cudaStream_t> s = stream_arg(stream);
   InFlight counted(t);
   TransferHandle h =
-      s ? ordered(t, *s, nb::none(), [&] { return t.engine.copy_device_buffer_async(src, dst, *s, path); })
-        : released(t, [&] { return t.engine.copy_device_buffer_async(src, dst, path); });
+      s ? ordered(t, *s, nb::none(), [&] { return t.live().copy_device_buffer_async(src, dst, *s, path); })
+        : released(t, [&] { return t.live().copy_device_buffer_async(src, dst, path); });
   return handle_of(self, t, std::move(h));
 }
 
@@ -139,18 +141,18 @@ void broadcast(Transfer& t, nb::handle data, HostBroadcastPath path, nb::handle 
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.engine.broadcast_async(view.cspan(), *s, path); });
+    ordered(t, *s, nb::borrow(data), [&] { t.live().broadcast_async(view.cspan(), *s, path); });
   } else {
-    released(t, [&] { t.engine.broadcast(view.cspan(), path); });
+    released(t, [&] { t.live().broadcast(view.cspan(), path); });
   }
 }
 
 void broadcast_from_device(Transfer& t, std::size_t root, DeviceBroadcastPath path, nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
   if (s) {
-    ordered(t, *s, nb::none(), [&] { t.engine.broadcast_from_device_async(root, *s, path); });
+    ordered(t, *s, nb::none(), [&] { t.live().broadcast_from_device_async(root, *s, path); });
   } else {
-    released(t, [&] { t.engine.broadcast_from_device(root, path); });
+    released(t, [&] { t.live().broadcast_from_device(root, path); });
   }
 }
 
@@ -159,8 +161,8 @@ std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(out, true);
   if (s)
-    return ordered(t, *s, nb::borrow(out), [&] { return t.engine.gather_into_async(view.span(), *s, skip); });
-  return released(t, [&] { return t.engine.gather_into(view.span(), skip); });
+    return ordered(t, *s, nb::borrow(out), [&] { return t.live().gather_into_async(view.span(), *s, skip); });
+  return released(t, [&] { return t.live().gather_into(view.span(), skip); });
 }
 
 // @p used: the slice tensors, kept with @p out by the stream-ordered form.
@@ -173,9 +175,9 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
   HostView view = host_view(out, true);
   if (s) {
     return ordered(t, *s, nb::make_tuple(out, used),
-                   [&] { return t.engine.gather_slices_async(ranges, view.span(), *s); });
+                   [&] { return t.live().gather_slices_async(ranges, view.span(), *s); });
   }
-  return released(t, [&] { return t.engine.gather_slices(ranges, view.span()); });
+  return released(t, [&] { return t.live().gather_slices(ranges, view.span()); });
 }
 
 // @p used: the tensor at @p out, kept by the stream-ordered form.
@@ -184,21 +186,43 @@ std::vector<GatherPiece> gather_to_device(Transfer& t, std::size_t dst, std::uin
   const std::optional<cudaStream_t> s = stream_arg(stream);
   if (s) {
     return ordered(t, *s, std::move(used),
-                   [&] { return t.engine.gather_to_device_async(dst, pointer(out), capacity, *s); });
+                   [&] { return t.live().gather_to_device_async(dst, pointer(out), capacity, *s); });
   }
-  return released(t, [&] { return t.engine.gather_to_device(dst, pointer(out), capacity); });
+  return released(t, [&] { return t.live().gather_to_device(dst, pointer(out), capacity); });
 }
 
 nb::object registered_object(const Transfer& t, std::size_t device) {
-  if (!t.engine.device_buffer(device).has_value() || !t.registered[device].tensor.is_valid())
+  if (!t.live().device_buffer(device).has_value() || !t.registered[device].tensor.is_valid())
     return nb::none();
   return t.registered[device].tensor;
 }
 
 nb::object registered_range(const Transfer& t, std::size_t device) {
-  const std::optional<RegisteredBuffer> r = t.engine.device_buffer(device);
+  const std::optional<RegisteredBuffer> r = t.live().device_buffer(device);
   if (!r) return nb::none();
   return nb::make_tuple(reinterpret_cast<std::uintptr_t>(r->ptr), r->size);
+}
+
+// Ends the transfer now, as its destruction would, refused while an operation is in flight (another
+// thread's call, a handle whose result is not collected): the engine is taken out first (later calls
+// raise), then the streams of what stream-ordered calls keep are waited for and the engine ends (both with
+// the GIL released), then the registered objects are let go. A second close does nothing.
+void close(Transfer& t) {
+  if (!t.engine) return;
+  if (t.in_flight > 0)
+    throw Error(
+        Errc::invalid_argument,
+        "gpuxfer.Transfer.close: " + std::to_string(t.in_flight) +
+            " operation(s) in flight (another thread's call, or a handle whose result is not collected): "
+            "wait for them first");
+  std::unique_ptr<InterGpuTransfer> engine = std::move(t.engine);
+  t.kept.release();
+  {
+    nb::gil_scoped_release gil;
+    engine.reset();
+  }
+  t.registered.assign(t.registered.size(), Held{});
+  t.retired.clear();
 }
 
 void bind_piece(nb::module_& m) {
@@ -229,7 +253,13 @@ void bind_transfer(nb::module_& m) {
       .def(
           "__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },
           nb::arg("manager"))
-      .def_prop_ro("manager", [](const Transfer& t) { return Manager{t.engine.manager()}; })
+      .def_prop_ro("manager", [](const Transfer& t) { return Manager{t.manager}; })
+      .def_prop_ro("closed", [](const Transfer& t) { return !t.engine; })
+      .def("close", &close,
+           "Ends the transfer now (as its end by garbage collection): waits (GIL released) for the streams "
+           "of what stream-ordered calls keep, ends the engine, lets go of the registered objects; later "
+           "calls raise InvalidArgumentError. Refused while an operation is in flight (another thread's "
+           "call, a handle whose result is not collected); a second close does nothing")
       .def("_set_device_buffer", &set_device_buffer, nb::arg("device"), nb::arg("ptr"), nb::arg("nbytes"),
            nb::arg("stream"), nb::arg("tensor"), nb::arg("stream_owner").none())
       .def("clear_device_buffer", &clear_device_buffer, nb::arg("device"))
@@ -251,7 +281,7 @@ void bind_transfer(nb::module_& m) {
       .def(
           "gather_blocking",
           [](Transfer& t, std::size_t dst) {
-            return arrays(released(t, [&] { return t.engine.gather_blocking(dst); }));
+            return arrays(released(t, [&] { return t.live().gather_blocking(dst); }));
           },
           nb::arg("dst_device"))
       .def("gather_all", &gather_all, nb::kw_only(), nb::arg("stream") = nb::none())

@@ -16,6 +16,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <gpuxfer/error.hpp>
 #include <gpuxfer/inter_gpu_transfer.hpp>
 
 #include "stream_order.hpp"
@@ -33,14 +34,22 @@ struct Held {
 };
 
 struct Transfer {
-  explicit Transfer(std::shared_ptr<MultiGpuManager> manager)
-      : engine(manager), registered(manager->device_count()) {
-    for (const DeviceInfo& d : manager->devices()) ordinals.push_back(d.ordinal);
+  explicit Transfer(std::shared_ptr<MultiGpuManager> m)
+      : manager(m), engine(std::make_unique<InterGpuTransfer>(m)), registered(m->device_count()) {
+    for (const DeviceInfo& d : m->devices()) ordinals.push_back(d.ordinal);
   }
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
 
-  InterGpuTransfer engine;
+  /// The engine. @throws Error(Errc::invalid_argument) once close() has ended it
+  InterGpuTransfer& live() const {
+    if (!engine)
+      throw Error(Errc::invalid_argument, "gpuxfer.Transfer: the transfer is closed (Transfer.close)");
+    return *engine;
+  }
+
+  std::shared_ptr<MultiGpuManager> manager;  // still answered once closed
+  std::unique_ptr<InterGpuTransfer> engine;  // null once closed
   std::vector<Held> registered;  // per device: what its registration holds, or empty
   std::vector<Held> retired;     // replaced while operations were in flight
   std::size_t in_flight = 0;

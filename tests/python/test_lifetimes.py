@@ -10,7 +10,7 @@ import weakref
 import gpuxfer
 import numpy as np
 import pytest
-from frameworks import POISON, pattern
+from frameworks import POISON, pattern, written_late
 
 
 def test_a_registered_tensor_is_used_in_place(manager, lib):
@@ -151,3 +151,77 @@ def test_without_stream_the_current_stream_object_is_held(manager, lib):
     transfer.clear_device_buffer(0)
     gc.collect()
     assert alive() is None, "a cleared registration kept its stream object"
+
+
+# --- close() ------------------------------------------------------------------------------------------
+
+
+def test_close_lets_go_of_the_registrations_and_every_later_call_says_so(manager, lib):
+    ordinal = manager.devices[0].ordinal
+    with gpuxfer.Transfer(manager) as transfer:
+        assert not transfer.closed
+        t = lib.upload(ordinal, pattern(0, 4096))
+        transfer.set_device_buffer(0, t)
+        alive = weakref.ref(t)
+        del t
+    assert transfer.closed
+    assert transfer.manager.device_count == manager.device_count
+    gc.collect()
+    assert alive() is None, "close kept the registered tensor"
+    t = lib.upload(ordinal, pattern(0, 4096))
+    host = np.full(4096, POISON, np.uint8)
+    calls = {
+        "set_device_buffer": lambda: transfer.set_device_buffer(0, t),
+        "clear_device_buffer": lambda: transfer.clear_device_buffer(0),
+        "device_buffer": lambda: transfer.device_buffer(0),
+        "registered_range": lambda: transfer.registered_range(0),
+        "gather": lambda: transfer.gather(0),
+        "gather_blocking": lambda: transfer.gather_blocking(0),
+        "gather_all": lambda: transfer.gather_all(),
+        "gather_into": lambda: transfer.gather_into(host),
+        "gather_slices": lambda: transfer.gather_slices([t], host),
+        "gather_to_device": lambda: transfer.gather_to_device(0, lib.poisoned(ordinal, 4096)),
+        "copy_buffer": lambda: transfer.copy_buffer(0, 0, host),
+        "copy_device_buffer": lambda: transfer.copy_device_buffer(0, 0),
+        "broadcast": lambda: transfer.broadcast(host),
+        "broadcast_from_device": lambda: transfer.broadcast_from_device(0),
+    }
+    for name, call in calls.items():
+        with pytest.raises(gpuxfer.InvalidArgumentError, match="the transfer is closed") as caught:
+            call()
+        assert type(caught.value) is gpuxfer.InvalidArgumentError, name
+    assert (host == POISON).all(), "a call after close wrote the host array"
+    transfer.close()  # a second close does nothing
+    assert transfer.closed
+
+
+def test_close_is_refused_while_a_handle_is_not_collected(manager, lib):
+    transfer = gpuxfer.Transfer(manager)
+    transfer.set_device_buffer(0, lib.upload(manager.devices[0].ordinal, pattern(0, 1 << 20)))
+    handle = transfer.gather(0)
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="1 operation\\(s\\) in flight"):
+        transfer.close()
+    assert not transfer.closed
+    handle.get()
+    transfer.close()
+    assert transfer.closed
+
+
+def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept(manager, lib):
+    """close() without a synchronize: the copy queued behind a slow producer lands before close returns,
+    and the registered tensor it kept is let go after."""
+    ordinal = manager.devices[0].ordinal
+    transfer = gpuxfer.Transfer(manager)
+    stream, _, tensor = written_late(lib, ordinal, 1 << 20, seed=41)
+    transfer.set_device_buffer(0, tensor, stream)
+    alive = weakref.ref(tensor)
+    data = pattern(0, 1 << 20, 42)
+    transfer.copy_buffer(0, 0, data, stream=stream)  # behind the ~50 ms spin on stream
+    assert transfer._kept >= 1, "nothing kept while the stream had not got to the copy"
+    transfer.close()
+    assert transfer._kept == 0, "kept past close"
+    got = lib.download(tensor)  # no wait for stream: close did
+    np.testing.assert_array_equal(got, data)
+    del tensor
+    gc.collect()
+    assert alive() is None, "close kept the tensor registered behind the stream"

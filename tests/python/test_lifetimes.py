@@ -212,10 +212,13 @@ def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept
     and the registered tensor it kept is let go after."""
     ordinal = manager.devices[0].ordinal
     transfer = gpuxfer.Transfer(manager)
+    data = pattern(0, 1 << 20, 42)
+    # Registered, so that the call returns once queued (from pageable memory it waits for the staging,
+    # and so for the producer); and first, as registering may synchronise the device.
+    registration = gpuxfer.register_host(data)
     stream, _, tensor = written_late(lib, ordinal, 1 << 20, seed=41)
     transfer.set_device_buffer(0, tensor, stream)
     alive = weakref.ref(tensor)
-    data = pattern(0, 1 << 20, 42)
     transfer.copy_buffer(0, 0, data, stream=stream)  # behind the ~50 ms spin on stream
     assert transfer._kept >= 1, "nothing kept while the stream had not got to the copy"
     transfer.close()
@@ -225,3 +228,4 @@ def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept
     del tensor
     gc.collect()
     assert alive() is None, "close kept the tensor registered behind the stream"
+    registration.close()

@@ -3,37 +3,36 @@
 #include <gpuxfer/host_registration.hpp>
 
 #include "ops.hpp"
+#include "raw_copies.hpp"
 
 namespace gpuxfer::bench {
 namespace {
 
 // Host bytes into dst(d) of every device, from a source that uses seed(run, devices()): no device's own
 // pattern. @p stream_ordered: broadcast_async on device 0's bench stream, then that stream synchronised.
-std::optional<Stats> from_host(Bench& b, std::span<std::byte> source, HostBroadcastPath path,
-                               bool stream_ordered = false) {
-  const auto seed = [&](std::uint64_t run) { return Bench::seed(run, b.devices()); };
-  return b.measure({.prepare =
-                        [&](std::uint64_t run) {
-                          parallel_fill(b.threads(), source, seed(run));
-                          for (std::size_t d = 0; d < b.devices(); ++d) {
-                            b.poison_device(d, b.dst(d), source.size());
-                            b.register_buffer(d, b.dst(d), source.size());
-                          }
-                          b.synchronize();
-                        },
-                    .work =
-                        [&] {
-                          if (!stream_ordered) return b.xfer().broadcast(source, path);
-                          b.xfer().broadcast_async(source, b.stream(0), path);
-                          cuda_check(cudaStreamSynchronize(b.stream(0)), "broadcast_async: the caller's stream");
-                        },
-                    .check =
-                        [&](std::uint64_t run) {
-                          std::size_t wrong = 0;
-                          for (std::size_t d = 0; d < b.devices(); ++d)
-                            wrong += b.check_device(d, b.dst(d), source.size(), seed(run));
-                          return wrong;
-                        }});
+Case host_case(Bench& b, std::span<std::byte> source, HostBroadcastPath path, bool stream_ordered = false) {
+  return {.prepare =
+              [&b, source](std::uint64_t run) {
+                parallel_fill(b.threads(), source, Bench::seed(run, b.devices()));
+                for (std::size_t d = 0; d < b.devices(); ++d) {
+                  b.poison_device(d, b.dst(d), source.size());
+                  b.register_buffer(d, b.dst(d), source.size());
+                }
+                b.synchronize();
+              },
+          .work =
+              [&b, source, path, stream_ordered] {
+                if (!stream_ordered) return b.xfer().broadcast(source, path);
+                b.xfer().broadcast_async(source, b.stream(0), path);
+                cuda_check(cudaStreamSynchronize(b.stream(0)), "broadcast_async: the caller's stream");
+              },
+          .check =
+              [&b, source](std::uint64_t run) {
+                std::size_t wrong = 0;
+                for (std::size_t d = 0; d < b.devices(); ++d)
+                  wrong += b.check_device(d, b.dst(d), source.size(), Bench::seed(run, b.devices()));
+                return wrong;
+              }};
 }
 
 // Device 0's src(0) to dst(d) of every other device; the root must come out unchanged.
@@ -80,11 +79,17 @@ OpSpec host_op(const char* name, std::string what, Source source, HostBroadcastP
           .overlap_bound = pageable ? "ceiling_host_stream_under_h2d" : "",
           .run =
               [source, path](Bench& b, std::size_t size) {
-                if (source == Source::pinned) return from_host(b, b.bcast_pinned().first(size), path);
+                // From pinned or registered memory, interleaved with ceiling_h2d_one's copy (one link), a
+                // DMA's ceiling; a pageable source is bound by the host's copy, which that does not measure.
+                if (source == Source::pinned) {
+                  return measure_with_ceiling(b, h2d_copies(b, {b.devices() - 1}, size),
+                                              host_case(b, b.bcast_pinned().first(size), path));
+                }
                 const std::span<std::byte> data = b.host_pageable().first(size);
-                const HostRegistration registration =
-                    source == Source::registered ? register_host(data) : HostRegistration{};
-                return from_host(b, data, path);
+                if (source == Source::pageable) return b.measure(host_case(b, data, path));
+                const HostRegistration registration = register_host(data);
+                return measure_with_ceiling(b, h2d_copies(b, {b.devices() - 1}, size),
+                                            host_case(b, data, path));
               },
           .target = target,
           .one_device_target = one_device_target};
@@ -126,9 +131,13 @@ std::vector<OpSpec> broadcast_ops() {
                "bcast_pinned (steady_clock)",
        .bytes = payload,
        .ceiling = {"bcast_pinned"},
-       .run = [](Bench& b, std::size_t size) {
-         return from_host(b, b.bcast_pinned().first(size), HostBroadcastPath::automatic, true);
-       },
+       .run =
+           [](Bench& b, std::size_t size) {  // interleaved with bcast_pinned's blocking call
+             const std::span<std::byte> data = b.bcast_pinned().first(size);
+             return b.measure_interleaved(host_case(b, data, HostBroadcastPath::automatic),
+                                          host_case(b, data, HostBroadcastPath::automatic, true),
+                                          ceiling_rounds, b.options().iters);
+           },
        .target = 0.98},
       device_op("bcast_device", "broadcast_from_device(0), automatic path (steady_clock)",
                 DeviceBroadcastPath::automatic, 1.0),

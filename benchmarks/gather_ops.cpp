@@ -71,9 +71,16 @@ Case gather_case(Bench& b, std::size_t size, bool stream_ordered = false) {
               }};
 }
 
-std::optional<Stats> gather(Bench& b, std::size_t size) { return b.measure(gather_case(b, size)); }
+// Interleaved with its ceiling's copies (ceiling_d2h's).
+std::optional<Stats> gather(Bench& b, std::size_t size) {
+  return measure_with_ceiling(b, d2h_copies(b, b.all_devices(), size), gather_case(b, size));
+}
 
-std::optional<Stats> gather_stream(Bench& b, std::size_t size) { return b.measure(gather_case(b, size, true)); }
+// Interleaved with gather's blocking call, its ceiling.
+std::optional<Stats> gather_stream(Bench& b, std::size_t size) {
+  return b.measure_interleaved(gather_case(b, size), gather_case(b, size, true), ceiling_rounds,
+                               b.options().iters);
+}
 
 // gather_all() of 4 KiB per device interleaved with the raw copies it must keep up with (latency_4k):
 // measured apart, the two drifted between processes (0.96 to 1.59 x over four runs).
@@ -129,23 +136,26 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
                                latency_iters / latency_rounds);
 }
 
-// gather_into() ordinary memory, or the same memory registered with register_host (outside the timing).
+// gather_into() ordinary memory, or the same memory registered with register_host (outside the timing;
+// then interleaved with ceiling_d2h's copies: a DMA's ceiling. The pageable gather is bound by the host's
+// copy, which the ceiling's copies do not measure).
 std::optional<Stats> gather_into_host(Bench& b, std::size_t size, bool registered) {
   const std::span<std::byte> out = b.host_pageable().first(b.devices() * size);
   const HostRegistration registration = registered ? register_host(out) : HostRegistration{};
   std::vector<GatherPiece> pieces;
-  return b.measure({.prepare =
-                        [&](std::uint64_t run) {
-                          prepare_sources(b, run, size);
-                          parallel_poison(b.threads(), out);
-                        },
-                    .work = [&] { pieces = b.xfer().gather_into(out); },
-                    .check =
-                        [&](std::uint64_t run) {
-                          return check_pieces(b, pieces, out.size(), size, [&](const GatherPiece& p) {
-                            return b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device));
-                          });
-                        }});
+  const Case c{.prepare =
+                   [&](std::uint64_t run) {
+                     prepare_sources(b, run, size);
+                     parallel_poison(b.threads(), out);
+                   },
+               .work = [&] { pieces = b.xfer().gather_into(out); },
+               .check =
+                   [&](std::uint64_t run) {
+                     return check_pieces(b, pieces, out.size(), size, [&](const GatherPiece& p) {
+                       return b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device));
+                     });
+                   }};
+  return registered ? measure_with_ceiling(b, d2h_copies(b, b.all_devices(), size), c) : b.measure(c);
 }
 
 // The seed's gather: per call and per device a fresh cudaHostAlloc staging buffer and its copy queued,

@@ -80,6 +80,11 @@ Case latency_case(Bench& b, std::vector<RawCopy> copies) {
           .min_iters = latency_iters};
 }
 
+std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling, const Case& c) {
+  return b.measure_interleaved(gated_copies(b, std::move(ceiling)), c, ceiling_rounds,
+                               std::max(b.options().iters, c.min_iters));
+}
+
 std::vector<RawCopy> d2h_copies(Bench& b, const std::vector<std::size_t>& devices, std::size_t size) {
   std::vector<RawCopy> copies;
   for (std::size_t k = 0; k < devices.size(); ++k) {

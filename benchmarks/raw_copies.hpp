@@ -56,6 +56,17 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 /// (latency_iters samples at least): the least a blocking call that makes these copies can cost.
 [[nodiscard]] Case latency_case(Bench& b, std::vector<RawCopy> copies);
 
+/// The rounds of a bandwidth measured interleaved with its raw ceiling (measure_with_ceiling).
+inline constexpr int ceiling_rounds = 3;
+
+/// @p c interleaved with the raw copies @p ceiling, timed as their ceiling row is (events behind the spin
+/// gate), sample by sample: ceiling_rounds rounds of --iters pairs; the round with the best ratio (medians
+/// within a round) is reported, its copies' median the row's ceiling. Measured apart, the host's memory
+/// swung between the ceiling's samples and the operation's: a pinned broadcast read 0.917 x its ceiling
+/// in one run on the one-GPU runner and 0.987 x in the next process.
+[[nodiscard]] std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling,
+                                                        const Case& c);
+
 /// src(d) of every device in @p devices into its slice k of host_pinned() (k: its place in the list).
 [[nodiscard]] std::vector<RawCopy> d2h_copies(Bench& b, const std::vector<std::size_t>& devices,
                                               std::size_t size);

@@ -224,7 +224,8 @@ std::vector<OpSpec> gather_ops() {
        .run = [](Bench& b, std::size_t size) { return gather_into_host(b, size, false); },
        .target = 0.90},
       {.name = "gather_registered",
-       .what = "gather_into(std::vector registered once with register_host): DMA straight into it (steady_clock)",
+       .what =
+           "gather_into(std::vector registered once with register_host): DMA straight into it (steady_clock)",
        .bytes = all,
        .ceiling = {"ceiling_d2h"},
        .run = [](Bench& b, std::size_t size) { return gather_into_host(b, size, true); },
@@ -242,8 +243,9 @@ std::vector<OpSpec> gather_ops() {
        .ceiling = {"ceiling_to_device"},
        .run = gather_to_device},
       {.name = "latency_gather_4k",
-       .what = "gather_all() of 4 KiB per device: latency against one raw 4 KiB copy + event per device, "
-               "the two interleaved sample by sample; the best of 5 rounds (medians within a round)",
+       .what =
+           "gather_all() of 4 KiB per device: latency against one raw 4 KiB copy + event per device, "
+           "the two interleaved sample by sample; the least disturbed of 5 rounds (medians within a round)",
        .bytes = all,
        .ceiling = {"latency_4k"},
        .fixed_size = latency_bytes,
@@ -260,7 +262,7 @@ std::vector<OpSpec> gather_ops() {
       {.name = "latency_graph_4k",
        .what = "gather_into_async(pinned) of 4 KiB per device captured in a CUDA graph, replayed (launch + "
                "stream synchronise): latency against one raw 4 KiB copy + event per device, interleaved; "
-               "the best of 5 rounds",
+               "the least disturbed of 5 rounds",
        .bytes = all,
        .ceiling = {"latency_4k"},
        .fixed_size = latency_bytes,

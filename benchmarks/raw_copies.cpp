@@ -81,6 +81,7 @@ Case latency_case(Bench& b, std::vector<RawCopy> copies) {
 }
 
 std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling, const Case& c) {
+  if (b.options().ranks) return b.measure(c);  // a reference of --ranks: measured alone, as the ranks are
   return b.measure_interleaved(gated_copies(b, std::move(ceiling)), c, ceiling_rounds,
                                std::max(b.options().iters, c.min_iters));
 }

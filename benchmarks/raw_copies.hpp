@@ -60,10 +60,11 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 inline constexpr int ceiling_rounds = 3;
 
 /// @p c interleaved with the raw copies @p ceiling, timed as their ceiling row is (events behind the spin
-/// gate), sample by sample: ceiling_rounds rounds of --iters pairs; the round with the best ratio (medians
-/// within a round) is reported, its copies' median the row's ceiling. Measured apart, the host's memory
-/// swung between the ceiling's samples and the operation's: a pinned broadcast read 0.917 x its ceiling
-/// in one run on the one-GPU runner and 0.987 x in the next process.
+/// gate), sample by sample: ceiling_rounds rounds of --iters pairs; the least disturbed round
+/// (bench::measure_interleaved) is reported, its copies' median the row's ceiling. Measured apart, the host's
+/// memory swung between the ceiling's samples and the operation's: a pinned broadcast read 0.917 x its
+/// ceiling in one run on the one-GPU runner and 0.987 x in the next process. Under --ranks, where such an
+/// operation is a reference of the cross-process ones, which are measured alone, so is it: b.measure(c).
 [[nodiscard]] std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling,
                                                         const Case& c);
 

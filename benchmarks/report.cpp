@@ -129,8 +129,9 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
     }
     if (all && lowest) row.ceiling = lowest;
   }
-  // Measured interleaved with its own raw baseline: that is the ceiling, not the ceiling op's own row.
-  if (stats.baseline_s && *stats.baseline_s > 0)
+  // Measured interleaved with its own raw baseline: that is the ceiling, not the ceiling op's own row
+  // (an op with no ceiling, such as a --ranks reference, has none either way).
+  if (!op.ceiling.empty() && stats.baseline_s && *stats.baseline_s > 0)
     row.ceiling = static_cast<double>(row.bytes) / *stats.baseline_s / 1e9;
   if (row.ceiling) row.ratio = row.gbps / *row.ceiling;
   if (!op.bound.empty()) {
@@ -192,7 +193,7 @@ void Report::end(const OpSpec& op) {
   if (r->ratio) {
     out_ << " = " << fixed(*r->ratio, 3) << " x " << r->ceiling_op
          << (r->stats.baseline_s
-                 ? " interleaved, best of " + std::to_string(r->stats.rounds.size()) + " rounds"
+                 ? " interleaved, least disturbed of " + std::to_string(r->stats.rounds.size()) + " rounds"
                  : "")
          << " (" << fixed(*r->ceiling, 2) << " GB/s)";
     if (const std::optional<double> target = target_of(op)) {

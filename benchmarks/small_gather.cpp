@@ -129,7 +129,7 @@ constexpr std::size_t all_pieces_bytes(std::size_t /*size*/, std::size_t devices
 }
 
 // Rounds of the measurement against the baseline, and samples of each per round: the two interleaved
-// sample by sample, the best round kept, as the 4 KiB latency is. Measured apart in one run of the
+// sample by sample, the least disturbed round kept, as the 4 KiB latency is. Measured apart in one run of the
 // short bench, gather_slices' five samples spread from 144 to 404 us (median 293) where alone in its own
 // process it gave 118-128 us.
 constexpr int small_rounds = 4;

@@ -69,9 +69,10 @@ std::optional<Stats> measure_interleaved(const SampleFn& baseline, const SampleF
     }
   }
   summarize(std::move(all), stats);
-  const auto ratio = [](const Round& r) { return r.baseline_s > 0 ? r.median_s / r.baseline_s : 0; };
-  const auto best = std::min_element(stats.rounds.begin(), stats.rounds.end(),
-                                     [&](const Round& a, const Round& b) { return ratio(a) < ratio(b); });
+  const auto disturbed = [](const Round& r) { return r.median_s * r.baseline_s; };
+  const auto best =
+      std::min_element(stats.rounds.begin(), stats.rounds.end(),
+                       [&](const Round& a, const Round& b) { return disturbed(a) < disturbed(b); });
   if (best != stats.rounds.end()) {
     stats.median_s = best->median_s;
     stats.baseline_s = best->baseline_s;

@@ -55,8 +55,9 @@ using SampleFn = std::function<std::optional<Sample>(std::uint64_t run)>;
 
 /// @p sample interleaved with @p baseline, its raw baseline: after @p warmup untimed pairs, @p rounds rounds
 /// of @p per_round pairs (a baseline sample, then one of the operation). Each round gives the two
-/// medians; the result is the round with the lowest ratio (operation / baseline): noise only ever adds
-/// time, to either side, so the least disturbed round is the best estimate of the ratio, and the medians
+/// medians; the result is the least disturbed round, the one whose two medians have the smallest
+/// product: noise only ever adds time, to either side, and the product weighs the two sides' relative
+/// slowdowns alike (the lowest ratio would favour a round whose baseline alone was slowed); the medians
 /// inside a round keep one stray sample from choosing it. min_s and max_s span every round; #wrong
 /// counts the baseline's samples too. nullopt when either says it cannot run.
 [[nodiscard]] std::optional<Stats> measure_interleaved(const SampleFn& baseline, const SampleFn& sample,

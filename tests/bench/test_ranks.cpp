@@ -214,6 +214,20 @@ TEST(BenchRanksReport, TheRatioIsToTheReferenceAtTheSameSizeAndMeetsTheTarget) {
   EXPECT_EQ(j["results"][0]["ratio"], nullptr);  // the reference is ranked against nothing
 }
 
+TEST(BenchRanksReport, AReferenceMeasuredInterleavedIsStillRankedAgainstNothing) {
+  ReportOf r;
+  Stats interleaved = stats_of(0.010);
+  interleaved.baseline_s = 0.0099;  // as measure_interleaved leaves it
+  interleaved.rounds = {{0.010, 0.0099}};
+  r.report.begin(r.refs[0]);
+  r.report.add(r.refs[0], 256 * MiB, interleaved);
+  r.report.end(r.refs[0]);
+  r.report.finish();
+  const nlohmann::ordered_json j = r.report.json(RunnerInfo{}, BenchOptions{});
+  EXPECT_EQ(j["results"][0]["ratio"], nullptr);
+  EXPECT_EQ(r.out.str().find("interleaved"), std::string::npos) << r.out.str();
+}
+
 TEST(BenchRanksReport, BelowTheTargetOrWrongBytesAreSaid) {
   ReportOf r;
   r.rows(0.010, 0.011, 5);  // 0.909 x

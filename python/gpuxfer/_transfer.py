@@ -31,17 +31,28 @@ class Transfer(_gpuxfer._Transfer):
     before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory
     alive, and unchanged, for as long as the graph may launch.
 
+    A handle dropped before its operation is done keeps the registered tensors that operation may use
+    until it is (a copy may still write one that a later ``clear_device_buffer`` lets go of).
+
     ``close()`` (or leaving a ``with`` block) ends it at once, as garbage collection would: it waits for the
-    streams of what stream-ordered calls keep, ends the engine and lets go of the registered tensors; then
-    every call raises ``InvalidArgumentError`` and ``manager`` and ``closed`` still answer. It is refused
-    while an operation is in flight (another thread's call, a handle whose result is not collected).
+    streams of what stream-ordered calls keep and for the operations of dropped handles, ends the engine and
+    lets go of the registered tensors; then every call raises ``InvalidArgumentError`` and ``manager`` and
+    ``closed`` still answer. It is refused while an operation is in flight (another thread's call, a live
+    handle whose result is not collected); leaving a ``with`` block on an error lets that error go on
+    instead.
     """
 
     def __enter__(self) -> Transfer:
         return self
 
-    def __exit__(self, *exception: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        try:
+            self.close()
+        except InvalidArgumentError:
+            if kind is None:
+                raise
+            # The block's own error goes on (its frame may hold the handle that refused the close);
+            # garbage collection ends the transfer once that handle is gone.
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
@@ -68,6 +79,7 @@ class Transfer(_gpuxfer._Transfer):
         (waited for on the host first, when that is another stream) and returns when done; with ``stream``
         after that stream's earlier work, complete when ``stream`` gets past this call (``out`` is kept
         alive until then)."""
+        self._check_open()  # before a host wait that a closed transfer would make for nothing
         memory = device_memory(out)
         if stream is None:
             _wait_for_current_streams([(memory.device_id, out)], "gather_to_device")
@@ -81,6 +93,7 @@ class Transfer(_gpuxfer._Transfer):
         when that is another stream). With ``stream`` they are read on that stream, and into pinned ``out``
         it returns at once, the bytes there when ``stream`` gets past this call (``out`` and the slices are
         kept alive until then)."""
+        self._check_open()
         ordinals = None
         ranges = []
         tensors = []

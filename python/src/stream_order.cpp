@@ -138,14 +138,33 @@ KeptObjects::~KeptObjects() { wait_for(kept_); }
 
 void KeptObjects::release() {
   // Taken out first: another thread may keep a call's objects while this one waits without the GIL.
-  const std::vector<Kept> kept = std::exchange(kept_, {});
+  std::vector<Kept> kept = std::exchange(kept_, {});
   wait_for(kept);
 }  // dropped here, the GIL held
 
-void KeptObjects::wait_for(std::span<const Kept> kept) {
+bool operation_done(const TransferHandle& handle) noexcept {
+  const RelaxedCapture relaxed;
+  try {
+    return handle.ready();
+  } catch (...) {
+    return false;
+  }
+}
+
+void Kept::wait() noexcept {
+  mark.wait();
+  if (!operation) return;
+  const RelaxedCapture relaxed;
+  try {
+    operation->wait();
+  } catch (...) {  // failed: nothing more to wait for
+  }
+}
+
+void KeptObjects::wait_for(std::span<Kept> kept) {
   if (kept.empty()) return;
   nb::gil_scoped_release gil;
-  for (const Kept& k : kept) k.mark.wait();
+  for (Kept& k : kept) k.wait();
 }
 
 void StreamMark::destroy() noexcept {

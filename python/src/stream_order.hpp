@@ -15,6 +15,8 @@
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 
+#include <gpuxfer/transfer_handle.hpp>
+
 namespace gpuxfer::python {
 
 namespace nb = nanobind;
@@ -59,6 +61,8 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what);
 /// see Kept). Move-only, owns its events.
 class StreamMark {
  public:
+  /// A mark of nothing: passed at once.
+  StreamMark() noexcept = default;
   /// @throws gpuxfer::Error(Errc::cuda_error) when CUDA refuses an event
   StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals);
   ~StreamMark();
@@ -79,12 +83,26 @@ class StreamMark {
   std::vector<cudaEvent_t> events_;
 };
 
-/// Python objects a stream-ordered call uses, released once its stream gets past the call. Under graph
+/// True once the operation of @p handle is done. Never blocks; safe while another stream captures in
+/// global mode, as StreamMark::passed is. A failed operation counts as not done, as a faulted event does
+/// there: what it may still touch leaks rather than being freed under the GPU.
+[[nodiscard]] bool operation_done(const TransferHandle& handle) noexcept;
+
+/// Python objects a stream-ordered call uses, released once its stream gets past the call, or that an
+/// operation whose handle Python dropped before it was done uses, released once it is done. Under graph
 /// capture nothing can tell when a replay is done: the caller keeps the memory alive while the graph
 /// may launch (the docstrings say so), and these are released at the next reap.
 struct Kept {
-  StreamMark mark;
+  StreamMark mark;                          // the stream-ordered call's stream (none for a handle)
+  std::optional<TransferHandle> operation;  // the dropped handle's operation
   nb::object objects;
+
+  /// Never blocks (StreamMark::passed, operation_done).
+  [[nodiscard]] bool passed() const noexcept {
+    return mark.passed() && (!operation || operation_done(*operation));
+  }
+  /// Blocks until both are done (or failed). Call without the GIL.
+  void wait() noexcept;
 };
 
 /// What the stream-ordered calls of one object (a Transfer, a Communicator) keep alive, each call's
@@ -101,11 +119,15 @@ class KeptObjects {
   /// each of @p legacy_ordinals).
   /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
   void keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects) {
-    kept_.push_back({StreamMark(stream, legacy_ordinals), std::move(objects)});
+    kept_.push_back({StreamMark(stream, legacy_ordinals), std::nullopt, std::move(objects)});
   }
-  /// Drops what the streams have got past. Never blocks.
+  /// Keeps @p objects until the operation of @p handle, whose Python handle was dropped, is done.
+  void keep(TransferHandle handle, nb::object objects) {
+    kept_.push_back({StreamMark(), std::move(handle), std::move(objects)});
+  }
+  /// Drops what the streams and operations have got past. Never blocks.
   void reap() noexcept {
-    std::erase_if(kept_, [](const Kept& k) { return k.mark.passed(); });
+    std::erase_if(kept_, [](const Kept& k) { return k.passed(); });
   }
   /// Waits (GIL released) for the streams of what is still kept, then drops it all (GIL held).
   void release();
@@ -113,7 +135,7 @@ class KeptObjects {
   [[nodiscard]] std::size_t size() const noexcept { return kept_.size(); }
 
  private:
-  static void wait_for(std::span<const Kept> kept);  // for every mark, the GIL released
+  static void wait_for(std::span<Kept> kept);  // for every mark and operation, the GIL released
 
   std::vector<Kept> kept_;
 };

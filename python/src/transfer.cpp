@@ -205,8 +205,9 @@ nb::object registered_range(const Transfer& t, std::size_t device) {
 
 // Ends the transfer now, as its destruction would, refused while an operation is in flight (another
 // thread's call, a handle whose result is not collected): the engine is taken out first (later calls
-// raise), then the streams of what stream-ordered calls keep are waited for and the engine ends (both with
-// the GIL released), then the registered objects are let go. A second close does nothing.
+// raise), then the streams of what stream-ordered calls keep and the operations of handles dropped unread
+// are waited for and the engine ends (both with the GIL released), then the registered objects are let
+// go. A second close does nothing, even while the first still waits (closed is true from its start).
 void close(Transfer& t) {
   if (!t.engine) return;
   if (t.in_flight > 0)
@@ -255,11 +256,15 @@ void bind_transfer(nb::module_& m) {
           nb::arg("manager"))
       .def_prop_ro("manager", [](const Transfer& t) { return Manager{t.manager}; })
       .def_prop_ro("closed", [](const Transfer& t) { return !t.engine; })
+      .def(
+          "_check_open", [](const Transfer& t) { (void)t.live(); },
+          "Raises InvalidArgumentError once the transfer is closed")
       .def("close", &close,
            "Ends the transfer now (as its end by garbage collection): waits (GIL released) for the streams "
-           "of what stream-ordered calls keep, ends the engine, lets go of the registered objects; later "
-           "calls raise InvalidArgumentError. Refused while an operation is in flight (another thread's "
-           "call, a handle whose result is not collected); a second close does nothing")
+           "of what stream-ordered calls keep and for the operations of handles dropped unread, ends the "
+           "engine, lets go of the registered objects; later calls raise InvalidArgumentError. Refused "
+           "while an operation is in flight (another thread's call, a live handle whose result is not "
+           "collected); a second close does nothing")
       .def("_set_device_buffer", &set_device_buffer, nb::arg("device"), nb::arg("ptr"), nb::arg("nbytes"),
            nb::arg("stream"), nb::arg("tensor"), nb::arg("stream_owner").none())
       .def("clear_device_buffer", &clear_device_buffer, nb::arg("device"))

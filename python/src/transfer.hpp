@@ -73,6 +73,18 @@ struct Transfer {
   /// registered or retired pair until @p stream gets past the call.
   /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
   void keep_until(cudaStream_t stream, nb::object used) {
+    kept.keep(stream, ordinals, pairs_and(std::move(used)));
+  }
+  /// When Python drops the handle of an operation before collecting it: keeps every registered or retired
+  /// pair until the operation is done (a copy may still write a registered tensor that a later clear or
+  /// close lets go of). @throws what appending to a list may throw (no memory), @p handle untouched then
+  void keep_until_done(TransferHandle& handle) {
+    nb::list objects = pairs_and(nb::none());
+    kept.keep(std::move(handle), std::move(objects));
+  }
+
+  /// @p used, then every registered or retired pair's objects.
+  nb::list pairs_and(nb::object used) const {
     nb::list objects;
     objects.append(std::move(used));
     for (const std::vector<Held>* pairs : {&registered, &retired}) {
@@ -81,7 +93,7 @@ struct Transfer {
         if (h.stream.is_valid()) objects.append(h.stream);
       }
     }
-    kept.keep(stream, ordinals, std::move(objects));
+    return objects;
   }
 };
 
@@ -105,7 +117,22 @@ struct PyHandle {
       : handle(std::move(h)), transfer(&t), owner(std::move(owner)) {
     transfer->begin();
   }
-  ~PyHandle() { finish(); }
+  /// Dropped before its result was collected and before its operation is done: the transfer keeps what
+  /// the operation may use until it is.
+  ~PyHandle() {
+    if (transfer != nullptr && !operation_done(handle)) {
+      try {
+        transfer->keep_until_done(handle);
+      } catch (...) {  // could not keep: wait here instead
+        nb::gil_scoped_release gil;
+        try {
+          handle.wait();
+        } catch (...) {  // failed: nothing more to wait for
+        }
+      }
+    }
+    finish();
+  }
   PyHandle(const PyHandle&) = delete;
   PyHandle& operator=(const PyHandle&) = delete;
 

@@ -207,6 +207,39 @@ def test_close_is_refused_while_a_handle_is_not_collected(manager, lib):
     assert transfer.closed
 
 
+def test_an_error_in_a_with_block_is_not_replaced_by_the_refused_close(manager, lib):
+    with pytest.raises(ZeroDivisionError):
+        with gpuxfer.Transfer(manager) as transfer:
+            transfer.set_device_buffer(0, lib.upload(manager.devices[0].ordinal, pattern(0, 4096)))
+            handle = transfer.gather(0)  # alive past the block: close is refused
+            raise ZeroDivisionError
+    assert not transfer.closed
+    handle.get()
+    transfer.close()
+    assert transfer.closed
+
+
+def test_a_dropped_handle_keeps_the_registered_tensors_until_its_copy_is_done(manager2, lib):
+    """copy_device_buffer_async(0, 1) behind a slow producer, its handle dropped unread, device 1's
+    registration cleared and its tensor dropped: the tensor lives until the copy is done (close waits)."""
+    transfer = gpuxfer.Transfer(manager2)
+    first, second = (d.ordinal for d in manager2.devices[:2])
+    stream, _, source = written_late(lib, first, 1 << 20, seed=51)
+    transfer.set_device_buffer(0, source, stream)
+    target = lib.poisoned(second, 1 << 20)
+    transfer.set_device_buffer(1, target, stream=0)
+    alive = weakref.ref(target)
+    handle = transfer.copy_device_buffer_async(0, 1)  # behind the ~50 ms spin on stream
+    del handle, target
+    transfer.clear_device_buffer(1)
+    gc.collect()
+    assert alive() is not None, "the copy's destination died while the copy of a dropped handle ran"
+    assert transfer._kept >= 1
+    transfer.close()  # waits for the dropped handle's copy
+    gc.collect()
+    assert alive() is None, "kept past the copy"
+
+
 def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept(manager, lib):
     """close() without a synchronize: the copy queued behind a slow producer lands before close returns,
     and the registered tensor it kept is let go after."""
@@ -215,17 +248,16 @@ def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept
     data = pattern(0, 1 << 20, 42)
     # Registered, so that the call returns once queued (from pageable memory it waits for the staging,
     # and so for the producer); and first, as registering may synchronise the device.
-    registration = gpuxfer.register_host(data)
-    stream, _, tensor = written_late(lib, ordinal, 1 << 20, seed=41)
-    transfer.set_device_buffer(0, tensor, stream)
-    alive = weakref.ref(tensor)
-    transfer.copy_buffer(0, 0, data, stream=stream)  # behind the ~50 ms spin on stream
-    assert transfer._kept >= 1, "nothing kept while the stream had not got to the copy"
-    transfer.close()
-    assert transfer._kept == 0, "kept past close"
-    got = lib.download(tensor)  # no wait for stream: close did
+    with gpuxfer.register_host(data):
+        stream, _, tensor = written_late(lib, ordinal, 1 << 20, seed=41)
+        transfer.set_device_buffer(0, tensor, stream)
+        alive = weakref.ref(tensor)
+        transfer.copy_buffer(0, 0, data, stream=stream)  # behind the ~50 ms spin on stream
+        assert transfer._kept >= 1, "nothing kept while the stream had not got to the copy"
+        transfer.close()
+        assert transfer._kept == 0, "kept past close"
+        got = lib.download(tensor)  # no wait for stream: close did
     np.testing.assert_array_equal(got, data)
     del tensor
     gc.collect()
     assert alive() is None, "close kept the tensor registered behind the stream"
-    registration.close()

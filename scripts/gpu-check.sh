@@ -59,13 +59,13 @@ section() { printf '\n=== %s\n' "$*"; }
 # The lines of bench.log from the one "=== <marker>" on.
 bench_log_section() { sed -n "/^=== $1\$/,\$p" "$logs/bench.log"; }
 
-# Runs the probe $build/benchmarks/<$1> when built, appending its output to bench.log under "=== <$1>";
-# its lines matching the regex $2 go into the summary.
+# Runs the probe $build/benchmarks/<$1> when built (5 minutes at most), appending its output to bench.log
+# under "=== <$1>"; its lines matching the regex $2 go into the summary.
 run_probe() {
   local name=$1 pattern=$2 probe=$build/benchmarks/$1 rc line
   [[ -x $probe ]] || return 0
   section "probe: ${name#gpuxfer-probe-}"
-  { printf '\n=== %s\n' "$name"; "$probe"; } >>"$logs/bench.log" 2>&1
+  { printf '\n=== %s\n' "$name"; timeout 300 "$probe"; } >>"$logs/bench.log" 2>&1
   rc=$?
   bench_log_section "$name"
   summary+=("probe ${name#gpuxfer-probe-}: exit code $rc (informational; bench.log):")

@@ -19,9 +19,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -29,7 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t total_bytes = 256 * mib;
-constexpr std::size_t page_bytes = 4096;
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -77,7 +79,7 @@ struct SplitTimes {
 
 // One split gather: the head through gather_into, the last @p tail_bytes registered and copied straight
 // into on a second thread.
-SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory& source,
+SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, int ordinal, const DeviceMemory& source,
                         std::span<std::byte> out, std::size_t tail_bytes, cudaStream_t stream) {
   const std::size_t head_bytes = out.size() - tail_bytes;
   SplitTimes t;
@@ -85,7 +87,7 @@ SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory&
   std::thread tail;
   if (tail_bytes > 0) {
     tail = std::thread([&] {
-      check(cudaSetDevice(0), "cudaSetDevice");
+      check(cudaSetDevice(ordinal), "cudaSetDevice");
       std::byte* at = out.data() + head_bytes;
       const auto begin = Clock::now();
       check(cudaHostRegister(at, tail_bytes, cudaHostRegisterPortable), "cudaHostRegister");
@@ -110,9 +112,20 @@ SplitTimes split_gather(gpuxfer::InterGpuTransfer& transfer, const DeviceMemory&
 int run() {
   auto manager = gpuxfer::MultiGpuManager::create();
   gpuxfer::InterGpuTransfer transfer(manager);
-  check(cudaSetDevice(manager->device(0).ordinal), "cudaSetDevice");
+  const int ordinal = manager->device(0).ordinal;
+  check(cudaSetDevice(ordinal), "cudaSetDevice");
   DeviceMemory source(total_bytes);
-  std::vector<std::byte> expected(total_bytes), out(total_bytes);
+  // Page-aligned, so that the tail's registration takes none of the head's pages (the host threads
+  // write those); total_bytes is a whole number of pages.
+  const auto page_bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::unique_ptr<std::byte, decltype(&std::free)> pages(
+      static_cast<std::byte*>(std::aligned_alloc(page_bytes, total_bytes)), &std::free);
+  if (!pages) {
+    std::fprintf(stderr, "gpuxfer-probe-partial-registration: no memory for the destination\n");
+    return 1;
+  }
+  const std::span<std::byte> out(pages.get(), total_bytes);
+  std::vector<std::byte> expected(total_bytes);
   for (std::size_t i = 0; i < total_bytes; ++i)
     expected[i] = static_cast<std::byte>((i * 31 + i / 4093) & 0xff);  // differs per page and per byte
   check(cudaMemcpy(source.ptr, expected.data(), total_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -129,7 +142,7 @@ int run() {
     std::vector<SplitTimes> samples;
     for (int i = 0; i < 9; ++i) {
       std::memset(out.data(), 0, out.size());
-      const SplitTimes t = split_gather(transfer, source, out, tail_bytes, stream);
+      const SplitTimes t = split_gather(transfer, ordinal, source, out, tail_bytes, stream);
       right = right && std::memcmp(out.data(), expected.data(), total_bytes) == 0;
       if (i >= 2) samples.push_back(t);  // two warm-up samples
     }

@@ -134,13 +134,20 @@ void StreamMark::wait() const noexcept {
   for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
 }
 
-KeptObjects::~KeptObjects() { wait_for(kept_); }
+KeptObjects::~KeptObjects() {
+  wait_for(kept_);
+  if (after_ != nullptr) (void)cudaStreamDestroy(after_);
+}
 
-void KeptObjects::release() {
-  // Taken out first: another thread may keep a call's objects while this one waits without the GIL.
-  std::vector<Kept> kept = std::exchange(kept_, {});
-  wait_for(kept);
-}  // dropped here, the GIL held
+void KeptObjects::keep_after(const TransferHandle& handle, int ordinal, nb::object objects) {
+  const RelaxedCapture relaxed;  // another stream may capture in global mode meanwhile
+  if (after_ == nullptr) {
+    const CurrentDevice on(ordinal);
+    check(cudaStreamCreateWithFlags(&after_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  handle.stream_wait(after_);
+  kept_.push_back({StreamMark(after_, {}), std::move(objects)});
+}
 
 bool operation_done(const TransferHandle& handle) noexcept {
   const RelaxedCapture relaxed;
@@ -151,20 +158,16 @@ bool operation_done(const TransferHandle& handle) noexcept {
   }
 }
 
-void Kept::wait() noexcept {
-  mark.wait();
-  if (!operation) return;
-  const RelaxedCapture relaxed;
-  try {
-    operation->wait();
-  } catch (...) {  // failed: nothing more to wait for
-  }
-}
+void KeptObjects::release() {
+  // Taken out first: another thread may keep a call's objects while this one waits without the GIL.
+  const std::vector<Kept> kept = std::exchange(kept_, {});
+  wait_for(kept);
+}  // dropped here, the GIL held
 
-void KeptObjects::wait_for(std::span<Kept> kept) {
+void KeptObjects::wait_for(std::span<const Kept> kept) {
   if (kept.empty()) return;
   nb::gil_scoped_release gil;
-  for (Kept& k : kept) k.wait();
+  for (const Kept& k : kept) k.mark.wait();
 }
 
 void StreamMark::destroy() noexcept {

@@ -61,8 +61,6 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what);
 /// see Kept). Move-only, owns its events.
 class StreamMark {
  public:
-  /// A mark of nothing: passed at once.
-  StreamMark() noexcept = default;
   /// @throws gpuxfer::Error(Errc::cuda_error) when CUDA refuses an event
   StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals);
   ~StreamMark();
@@ -88,21 +86,12 @@ class StreamMark {
 /// there: what it may still touch leaks rather than being freed under the GPU.
 [[nodiscard]] bool operation_done(const TransferHandle& handle) noexcept;
 
-/// Python objects a stream-ordered call uses, released once its stream gets past the call, or that an
-/// operation whose handle Python dropped before it was done uses, released once it is done. Under graph
+/// Python objects a stream-ordered call uses, released once its stream gets past the call. Under graph
 /// capture nothing can tell when a replay is done: the caller keeps the memory alive while the graph
 /// may launch (the docstrings say so), and these are released at the next reap.
 struct Kept {
-  StreamMark mark;                          // the stream-ordered call's stream (none for a handle)
-  std::optional<TransferHandle> operation;  // the dropped handle's operation
+  StreamMark mark;
   nb::object objects;
-
-  /// Never blocks (StreamMark::passed, operation_done).
-  [[nodiscard]] bool passed() const noexcept {
-    return mark.passed() && (!operation || operation_done(*operation));
-  }
-  /// Blocks until both are done (or failed). Call without the GIL.
-  void wait() noexcept;
 };
 
 /// What the stream-ordered calls of one object (a Transfer, a Communicator) keep alive, each call's
@@ -119,15 +108,16 @@ class KeptObjects {
   /// each of @p legacy_ordinals).
   /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
   void keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects) {
-    kept_.push_back({StreamMark(stream, legacy_ordinals), std::nullopt, std::move(objects)});
+    kept_.push_back({StreamMark(stream, legacy_ordinals), std::move(objects)});
   }
-  /// Keeps @p objects until the operation of @p handle, whose Python handle was dropped, is done.
-  void keep(TransferHandle handle, nb::object objects) {
-    kept_.push_back({StreamMark(), std::move(handle), std::move(objects)});
-  }
-  /// Drops what the streams and operations have got past. Never blocks.
+  /// Keeps @p objects until the operation of @p handle (whose Python handle was dropped before it was
+  /// done) is: a stream of its own, on device @p ordinal, waits for the operation, and is marked. The
+  /// handle itself may go: its pinned memory returns to the pool once the GPU is done with it.
+  /// @throws Error(Errc::cuda_error) when CUDA refuses the stream, the wait or the mark
+  void keep_after(const TransferHandle& handle, int ordinal, nb::object objects);
+  /// Drops what the streams have got past. Never blocks.
   void reap() noexcept {
-    std::erase_if(kept_, [](const Kept& k) { return k.passed(); });
+    std::erase_if(kept_, [](const Kept& k) { return k.mark.passed(); });
   }
   /// Waits (GIL released) for the streams of what is still kept, then drops it all (GIL held).
   void release();
@@ -135,8 +125,9 @@ class KeptObjects {
   [[nodiscard]] std::size_t size() const noexcept { return kept_.size(); }
 
  private:
-  static void wait_for(std::span<Kept> kept);  // for every mark and operation, the GIL released
+  static void wait_for(std::span<const Kept> kept);  // for every mark, the GIL released
 
+  cudaStream_t after_ = nullptr;  // keep_after's stream, made at its first call, destroyed last
   std::vector<Kept> kept_;
 };
 

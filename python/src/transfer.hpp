@@ -54,8 +54,9 @@ struct Transfer {
   std::vector<Held> retired;     // replaced while operations were in flight
   std::size_t in_flight = 0;
   std::vector<int> ordinals;  // CUDA ordinal of each device, for marks on the legacy default stream
-  KeptObjects kept;           // what stream-ordered calls use, until their streams get past them (its
-                              // destructor waits for those streams, so that nothing is freed under the GPU)
+  KeptObjects kept;           // what stream-ordered calls and the operations of dropped handles use, until
+                              // their streams get past them (its destructor waits for those streams, so
+                              // that nothing is freed under the GPU)
 
   void begin() noexcept { ++in_flight; }
   void end() {
@@ -75,12 +76,11 @@ struct Transfer {
   void keep_until(cudaStream_t stream, nb::object used) {
     kept.keep(stream, ordinals, pairs_and(std::move(used)));
   }
-  /// When Python drops the handle of an operation before collecting it: keeps every registered or retired
-  /// pair until the operation is done (a copy may still write a registered tensor that a later clear or
-  /// close lets go of). @throws what appending to a list may throw (no memory), @p handle untouched then
-  void keep_until_done(TransferHandle& handle) {
-    nb::list objects = pairs_and(nb::none());
-    kept.keep(std::move(handle), std::move(objects));
+  /// When Python drops the handle of an operation before it is done: keeps every registered or retired
+  /// pair until it is (a copy may still write a registered tensor that a later clear or close lets go
+  /// of). @throws Error(Errc::cuda_error) when CUDA refuses (KeptObjects::keep_after)
+  void keep_until_done(const TransferHandle& handle) {
+    if (!ordinals.empty()) kept.keep_after(handle, ordinals.front(), pairs_and(nb::none()));
   }
 
   /// @p used, then every registered or retired pair's objects.
@@ -118,7 +118,8 @@ struct PyHandle {
     transfer->begin();
   }
   /// Dropped before its result was collected and before its operation is done: the transfer keeps what
-  /// the operation may use until it is.
+  /// the operation may use until it is (behind a stream that waits for it); the C++ handle goes, its
+  /// pinned memory back to the pool once the GPU is done with it, as a dropped C++ handle's does.
   ~PyHandle() {
     if (transfer != nullptr && !operation_done(handle)) {
       try {

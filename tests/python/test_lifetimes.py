@@ -240,6 +240,19 @@ def test_a_dropped_handle_keeps_the_registered_tensors_until_its_copy_is_done(ma
     assert alive() is None, "kept past the copy"
 
 
+def test_a_dropped_gather_handle_gives_its_pinned_blocks_back_to_the_pool_at_once(manager2, lib):
+    """Its results go to the pool's pending list when the handle goes (the pool waits for those, near its
+    limit, rather than failing), not into what the transfer keeps until its next call."""
+    transfer = gpuxfer.Transfer(manager2)
+    stream, _, source = written_late(lib, manager2.devices[1].ordinal, 1 << 20, seed=52)
+    transfer.set_device_buffer(1, source, stream)
+    handle = transfer.gather(0)  # device 1's buffer, behind the ~50 ms spin
+    assert manager2.pinned_pool_stats()["in_use"] >= 1 << 20
+    del handle
+    assert manager2.pinned_pool_stats()["in_use"] == 0, "a dropped handle's blocks still count as in use"
+    transfer.close()
+
+
 def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept(manager, lib):
     """close() without a synchronize: the copy queued behind a slow producer lands before close returns,
     and the registered tensor it kept is let go after."""

@@ -78,8 +78,7 @@ std::optional<Stats> gather(Bench& b, std::size_t size) {
 
 // Interleaved with gather's blocking call, its ceiling.
 std::optional<Stats> gather_stream(Bench& b, std::size_t size) {
-  return b.measure_interleaved(gather_case(b, size), gather_case(b, size, true), ceiling_rounds,
-                               b.options().iters);
+  return measure_against(b, gather_case(b, size), gather_case(b, size, true));
 }
 
 // gather_all() of 4 KiB per device interleaved with the raw copies it must keep up with (latency_4k):

@@ -80,10 +80,13 @@ Case latency_case(Bench& b, std::vector<RawCopy> copies) {
           .min_iters = latency_iters};
 }
 
-std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling, const Case& c) {
+std::optional<Stats> measure_against(Bench& b, const Case& ceiling, const Case& c) {
   if (b.options().ranks) return b.measure(c);  // a reference of --ranks: measured alone, as the ranks are
-  return b.measure_interleaved(gated_copies(b, std::move(ceiling)), c, ceiling_rounds,
-                               std::max(b.options().iters, c.min_iters));
+  return b.measure_interleaved(ceiling, c, ceiling_rounds, std::max(b.options().iters, c.min_iters));
+}
+
+std::optional<Stats> measure_with_ceiling(Bench& b, std::vector<RawCopy> ceiling, const Case& c) {
+  return measure_against(b, gated_copies(b, std::move(ceiling)), c);
 }
 
 std::vector<RawCopy> d2h_copies(Bench& b, const std::vector<std::size_t>& devices, std::size_t size) {

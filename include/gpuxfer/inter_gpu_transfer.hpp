@@ -37,9 +37,13 @@ struct TransferState;
 ///  - Stream-ordered forms (the `_async` members taking a cudaStream_t, no default) also start after
 ///    everything already queued on that stream, and the stream waits for them before its later work;
 ///    they return once the work is queued. 0 or cudaStreamLegacy means the legacy default stream of each
-///    device involved. Forms of pageable host memory block until the bytes have passed through the
-///    pinned staging slots (host threads copy them; an upload's slots are free once its copies are done,
-///    so it also waits for the stream's earlier work) and cannot be captured.
+///    device involved. Forms of pageable host memory cannot be captured; a download into it returns once
+///    the bytes are there, an upload from it once host threads have staged every byte in pinned memory
+///    (the caller's memory is free again then): without waiting for the stream when the bytes fit the
+///    staging ring of 2 x Options::host_threads chunks of 4 MiB (64 MiB by default), else once the
+///    ring's earlier chunks have reached the device, which waits for the stream's earlier work. The
+///    ring goes back to the pool behind the upload; at most two rings of one size stay pending behind
+///    the GPU: a further upload first waits for one of them.
 ///  - CUDA graphs: while the given stream captures, operations on device memory, on pinned memory and
 ///    over NCCL are captured (nothing allocated, synchronised or queried; ordered with the capturing
 ///    stream alone, the graph's launches order with the rest); what needs the host or the pinned pool
@@ -85,8 +89,8 @@ class InterGpuTransfer {
 
   /// Stream-ordered copy_buffer: the bytes are on the device when @p stream gets past this point. From
   /// pinned memory it returns at once (@p data must stay unchanged until then); from pageable memory it
-  /// returns once every byte has passed through the pinned staging slots onto the device, which waits
-  /// on the host for @p stream's earlier work too (the slots go back to the pool only then).
+  /// returns once host threads have staged every byte (@p data is free again), which waits for
+  /// @p stream's earlier work only when the bytes are larger than the staging ring (see above).
   void copy_buffer_async(std::size_t src_device, std::size_t dst_device, std::span<const std::byte> data,
                          cudaStream_t stream);
 
@@ -110,8 +114,7 @@ class InterGpuTransfer {
   void broadcast(std::span<const std::byte> data, HostBroadcastPath path = HostBroadcastPath::automatic);
   /// Stream-ordered broadcast: every device has the bytes when @p stream gets past this point. From
   /// pinned memory it returns at once (@p data must stay unchanged until then) and can be captured;
-  /// from pageable memory it returns once every byte has passed through the pinned staging slots onto
-  /// the devices, which waits on the host for @p stream's earlier work too (as copy_buffer_async).
+  /// from pageable memory it returns once host threads have staged every byte, as copy_buffer_async.
   void broadcast_async(std::span<const std::byte> data, cudaStream_t stream,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
   /// broadcast_async with one stream per device: device i is written after @p streams[i]'s earlier work

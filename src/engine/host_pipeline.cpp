@@ -9,17 +9,21 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "memory/pool_state.hpp"
 #include "runtime/cuda_check.hpp"
 
 namespace gpuxfer::detail {
 
-StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node)
+StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node,
+                         std::size_t pending_at_most)
     : chunk_(std::max<std::size_t>(1, std::min(chunk, total))),
       total_(total),
       chunks_((total + chunk_ - 1) / chunk_) {
   if (chunks_ == 0) return;
   const std::size_t least = std::min(min_slots, chunks_);
   std::size_t count = std::max(least, std::min(slots, chunks_));
+  if (pending_at_most != 0)
+    PoolState::of(pool).wait_until_fewer_pending(count * chunk_, node, pending_at_most);
   for (;;) {
     try {
       block_ = pool.acquire(count * chunk_, node);
@@ -39,6 +43,11 @@ StagingRing::~StagingRing() {
     for (const SharedEvent& e : slots_[i].gpu) (void)e->synchronize();
   }
   (void)cudaGetLastError();
+}
+
+void StagingRing::give_back_after(std::vector<SharedEvent> after) noexcept {
+  release_after(std::move(block_), std::move(after));
+  for (std::size_t i = 0; i < slot_count_; ++i) slots_[i].gpu.clear();
 }
 
 std::size_t StagingRing::size(std::size_t k) const noexcept { return std::min(chunk_, total_ - k * chunk_); }

@@ -51,10 +51,14 @@ struct StagingSlot {
 class StagingRing {
  public:
   /// A ring for @p total bytes in chunks of @p chunk bytes: @p slots slots, fewer when there are fewer
-  /// chunks or the pool cannot lease that much (halving down to min_slots).
+  /// chunks or the pool cannot lease that much (halving down to min_slots). With @p pending_at_most
+  /// (not 0) it first waits until fewer than that many blocks of its size are pending in the pool, so
+  /// that rings given back behind GPU work (give_back_after) do not pile up while the GPU is behind.
   /// @throws Error(Errc::out_of_memory) when the pool cannot lease even that (nothing is then held)
-  StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node);
-  /// Waits on the host for the GPU work still recorded on the slots, then gives the block back.
+  StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node,
+              std::size_t pending_at_most = 0);
+  /// Waits on the host for the GPU work still recorded on the slots, then gives the block back (unless
+  /// give_back_after did).
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
@@ -71,6 +75,11 @@ class StagingRing {
   /// Whether chunk @p k's slot is free: it is one of the first slot_count chunks, or the chunk before it
   /// in the slot has been released.
   [[nodiscard]] bool free_for(std::size_t k) const noexcept;
+
+  /// Gives the block back to the pool once every event of @p after has completed, without waiting:
+  /// @p after must follow all GPU work on the slots (the events recorded after the last copies), and no
+  /// host thread may touch the slots any more.
+  void give_back_after(std::vector<SharedEvent> after) noexcept;
 
  private:
   std::size_t chunk_;

@@ -17,18 +17,25 @@ namespace {
 
 constexpr std::size_t share_granule = std::size_t{64} << 10;
 
+// How many rings of one size a device's stream-ordered uploads may leave behind them in the pool while
+// the GPU has not yet copied out of them: a caller queueing uploads faster than its stream runs them
+// waits for one of these to complete rather than pin ever more memory.
+constexpr std::size_t rings_ahead = 2;
+
 // Hands out chunks of @p data: in place when it is @p pinned; else staged in a StagingRing on @p device's
 // staging node. A transfer of one chunk is copied in by this thread with every worker; a longer one by the
 // device's host copy workers, each a chunk at a time ahead of the uploads, into a slot whose uploads of the
 // chunk before have completed. The caller queues chunk k's uploads, hands their events to used() and then
-// calls queued(k), in chunk order.
+// calls queued(k), in chunk order, and at the end gives the ring back behind the events that follow every
+// upload (give_back_after): a transfer that fits the ring so returns once staged, whatever the GPU still
+// has to do before its uploads run.
 class HostSource {
  public:
   HostSource(ManagerState& m, std::span<const std::byte> data, bool pinned, std::size_t chunk, std::size_t device)
       : m_(m), data_(data), device_(device) {
     if (pinned) return;
     HostCopyWorkers& workers = m.host_copy(device);
-    ring_.emplace(m.pool, data.size(), chunk, 2 * workers.size(), m.staging_node(device));
+    ring_.emplace(m.pool, data.size(), chunk, 2 * workers.size(), m.staging_node(device), rings_ahead);
     if (ring_->chunk_count() > 1) {
       team_.emplace(workers, std::min(workers.size(), ring_->chunk_count()), [this] { fill(); });
     }
@@ -64,6 +71,14 @@ class HostSource {
   /// Every upload of chunk @p k is queued (and given to used()).
   void queued(std::size_t k) {
     if (team_) ring_->slot(k).released.store(k + 1, std::memory_order_release);
+  }
+
+  /// Every chunk is queued, and @p after follows all of their uploads: the ring goes back to the pool
+  /// once those complete, and nothing here waits for them.
+  void give_back_after(std::vector<SharedEvent> after) {
+    if (!ring_) return;
+    team_.reset();  // every chunk was staged: the workers are returning
+    ring_->give_back_after(std::move(after));
   }
 
  private:
@@ -125,7 +140,8 @@ std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> 
     DeviceGuard guard(m.ordinal(t.device));
     ends.push_back(record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
   }
-  return ends;  // the source's ring, if any, waits for them as it goes
+  source.give_back_after(ends);
+  return ends;
 }
 
 std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std::byte> data, bool pinned,
@@ -171,6 +187,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
     ends.push_back(record_event(s.ordinal, s.h2d.get()));
     ends.push_back(record_event(s.ordinal, s.d2d.get()));
   }
+  source.give_back_after(ends);
   return ends;
 }
 

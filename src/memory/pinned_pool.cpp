@@ -56,20 +56,27 @@ void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
 }  // namespace
 
 PoolState::~PoolState() {
-  for (auto& p : pending) (void)p.after->synchronize();
+  for (auto& p : pending) {
+    for (const SharedEvent& e : p.after) (void)e->synchronize();
+  }
   for (auto& p : pending) release(p.block, p.key, device);
   for (auto& [key, block] : idle) release(block, key, device);
 }
 
 void PoolState::sweep_locked() noexcept {
   for (std::size_t i = 0; i < pending.size();) {
-    const cudaError_t status = pending[i].after->query();
-    if (status == cudaErrorNotReady) {
+    std::vector<SharedEvent>& after = pending[i].after;
+    while (!after.empty()) {
+      const cudaError_t status = after.back()->query();
+      if (status == cudaErrorNotReady) break;
+      // Done, or the device faulted: either way the GPU no longer touches the block for this event.
+      if (status != cudaSuccess) (void)cudaGetLastError();
+      after.pop_back();
+    }
+    if (!after.empty()) {
       ++i;
       continue;
     }
-    // Done, or the device faulted: either way the GPU no longer touches the block.
-    if (status != cudaSuccess) (void)cudaGetLastError();
     idle.emplace(pending[i].key, pending[i].block);
     counters.pending -= pending[i].key.second;
     counters.cached += pending[i].key.second;
@@ -115,7 +122,7 @@ PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, in
     // Blocks of dropped handles whose copies are still finishing: wait for them, without the lock,
     // rather than fail.
     std::vector<SharedEvent> waits;
-    for (const Pending& p : pending) waits.push_back(p.after);
+    for (const Pending& p : pending) waits.insert(waits.end(), p.after.begin(), p.after.end());
     lock.unlock();
     for (const SharedEvent& e : waits) (void)e->synchronize();
     lock.lock();
@@ -163,20 +170,51 @@ void PoolState::give_back(std::byte* block, std::size_t block_bytes, int node) n
   }
 }
 
-void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int node, SharedEvent after) noexcept {
-  if (!after) {
+void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int node,
+                                std::vector<SharedEvent> after) noexcept {
+  std::erase(after, nullptr);
+  if (after.empty()) {
     give_back(block, block_bytes, node);
     return;
   }
   std::lock_guard lock(mutex);
   counters.in_use -= block_bytes;
   try {
-    pending.push_back({block, Key{node, block_bytes}, std::move(after)});
-    counters.pending += block_bytes;
+    pending.reserve(pending.size() + 1);  // so that the push below cannot throw once after is moved
   } catch (...) {
     // Out of memory for the bookkeeping: wait for the GPU rather than hand out a busy block.
-    (void)after->synchronize();
+    for (const SharedEvent& e : after) (void)e->synchronize();
     release(block, Key{node, block_bytes}, device);
+    return;
+  }
+  pending.push_back({block, Key{node, block_bytes}, std::move(after)});
+  counters.pending += block_bytes;
+}
+
+void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, std::size_t most) noexcept {
+  // The blocks a lease of @p bytes could be served with (lease's reuse): this node, the size class up
+  // to twice it.
+  const std::size_t block_bytes = size_class(bytes);
+  const auto serves = [&](const Key& key) {
+    return key.first == node && key.second >= block_bytes && key.second / 2 <= block_bytes;
+  };
+  std::unique_lock lock(mutex);
+  for (;;) {
+    sweep_locked();
+    std::vector<SharedEvent> first;
+    std::size_t count = 0;
+    try {
+      for (const Pending& p : pending) {
+        if (!serves(p.key)) continue;
+        if (count++ == 0) first = p.after;
+      }
+    } catch (...) {  // no memory for the copy of a few events: leave the bound to the pool's limit
+      return;
+    }
+    if (count < most) return;
+    lock.unlock();
+    for (const SharedEvent& e : first) (void)e->synchronize();
+    lock.lock();
   }
 }
 
@@ -205,12 +243,28 @@ PoolStats PoolState::stats() noexcept {
 PoolState& PoolState::of(PinnedPool& pool) noexcept { return *pool.state_; }
 
 void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
+  std::vector<SharedEvent> events;
+  if (after) {
+    try {
+      events.push_back(std::move(after));
+    } catch (...) {  // no memory for a list of one: wait here rather than hand out a busy block
+      (void)after->synchronize();
+    }
+  }
+  release_after(std::move(buffer), std::move(events));
+}
+
+void PoolState::release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept {
+  // A view has no pool to hold it until the events: its owner may reuse the memory once let go, so the
+  // work queued on it must be over first (no view is handed to queued work today; this is the safe side).
+  if (buffer.keep_) {
+    for (const SharedEvent& e : after) {
+      if (e) (void)e->synchronize();
+    }
+  }
   if (buffer.pool_ && buffer.data_ != nullptr) {
     buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, buffer.node_, std::move(after));
   }
-  // A view has no pool to hold it until the event: its owner may reuse the memory once let go, so the
-  // work queued on it must be over first (no view is handed to queued work today; this is the safe side).
-  if (buffer.keep_ && after) (void)after->synchronize();
   buffer.keep_.reset();
   buffer.pool_.reset();
   buffer.data_ = nullptr;

@@ -34,14 +34,21 @@ struct PoolState {
   Lease lease(std::size_t block_bytes, std::size_t bytes, int node);
   /// Back to the cache at once.
   void give_back(std::byte* block, std::size_t block_bytes, int node) noexcept;
-  /// Back to the cache once @p after has completed.
-  void give_back_after(std::byte* block, std::size_t block_bytes, int node, SharedEvent after) noexcept;
+  /// Back to the cache once every event of @p after has completed (at once when it holds none).
+  void give_back_after(std::byte* block, std::size_t block_bytes, int node,
+                       std::vector<SharedEvent> after) noexcept;
+  /// Waits, without the lock, until fewer than @p most blocks of @p node and of the size class of
+  /// @p bytes are pending: what keeps callers that give blocks back behind GPU work (stream-ordered
+  /// uploads) from pinning ever more memory while the GPU is behind.
+  void wait_until_fewer_pending(std::size_t bytes, int node, std::size_t most) noexcept;
   void trim() noexcept;
   [[nodiscard]] PoolStats stats() noexcept;
 
   /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it); a view
   /// lets go of its owner after waiting for @p after.
   static void release_after(HostBuffer&& buffer, SharedEvent after) noexcept;
+  /// The same once every event of @p after has completed.
+  static void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept;
 
   /// Where idle blocks are found: the NUMA node (-1 for cudaHostAlloc's) and the block size.
   using Key = std::pair<int, std::size_t>;
@@ -49,7 +56,7 @@ struct PoolState {
   struct Pending {
     std::byte* block;
     Key key;
-    SharedEvent after;
+    std::vector<SharedEvent> after;  ///< what has yet to complete; the block is idle once it is empty
   };
 
   /// The pool's state (the library sets device on its manager's pool).
@@ -77,6 +84,10 @@ struct PoolState {
 };
 
 inline void release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
+  PoolState::release_after(std::move(buffer), std::move(after));
+}
+
+inline void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept {
   PoolState::release_after(std::move(buffer), std::move(after));
 }
 

@@ -2,6 +2,8 @@
 // operations are ordered per buffer, the stream-ordered forms fork from and join back to the caller's
 // stream, and handles chain into streams. Every race is provoked on purpose: slow producers (a kernel
 // that spins before it writes), large copies, writes queued right behind reads.
+#include <chrono>
+
 #include "gpu/fixture.hpp"
 
 #include "common/expect_error.hpp"
@@ -226,6 +228,83 @@ TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
       host_matches(std::span(slices_out).first(kKiB), other_seed(1), 5, "gather_slices_async, first"));
   EXPECT_TRUE(
       host_matches(std::span(slices_out).last(kKiB), other_seed(1), kMiB, "gather_slices_async, second"));
+}
+
+// A stream-ordered upload from pageable memory that fits the staging ring (four chunks always do) returns
+// once its bytes are staged, while the caller's stream is still busy with earlier work: the caller may
+// rewrite its memory at once, and the device gets the call's bytes, after that earlier work (which
+// writes the same buffer).
+TEST_F(GpuStreamOrder, APageableUploadReturnsOnceStagedAndLandsAfterTheStreamsEarlierWork) {
+  constexpr std::size_t bytes = 12 * kMiB + 17;  // four chunks of host_chunk (4 MiB), the last partial
+  DeviceMemory& mem = register_pattern(0, bytes);
+  const Stream caller(mem.ordinal());
+  for (const bool broadcast : {true, false}) {
+    const std::string what = broadcast ? "broadcast_async" : "copy_buffer_async";
+    {
+      const DeviceGuard guard(mem.ordinal());
+      pattern::fill_device_slow(mem.get(), bytes, other_seed(7), kSpinNs, caller.get());
+    }
+    const std::uint64_t data_seed = other_seed(broadcast ? 1 : 2);
+    auto data = pattern_bytes(bytes, data_seed);
+    const auto start = std::chrono::steady_clock::now();
+    if (broadcast) {
+      xfer().broadcast_async(data, caller.get());
+    } else {
+      xfer().copy_buffer_async(0, 0, data, caller.get());
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    std::fill(data.begin(), data.end(), kPoison);  // staged: the caller's memory is free again
+    EXPECT_LT(took, std::chrono::nanoseconds(kSpinNs / 2))
+        << what << " from pageable memory waited for the stream's earlier work";
+    caller.synchronize();
+    EXPECT_TRUE(
+        device_matches(mem.ordinal(), mem.get(), bytes, data_seed, 0, what + ", after the slow write"));
+  }
+  EXPECT_EQ(manager().pinned_pool().stats().in_use, 0U) << "a staging ring is still leased";
+  EXPECT_EQ(manager().pinned_pool().stats().pending, 0U)
+      << "a staging ring is still pending after the stream";
+}
+
+// Larger than the ring: the last chunks wait for slots whose uploads wait for the stream's earlier work,
+// so the call returns only then; every byte still lands after that work.
+TEST_F(GpuStreamOrder, APageableUploadLargerThanTheRingLandsAfterTheStreamsEarlierWork) {
+  constexpr std::size_t bytes = 3 * kBytes / 2 + 5;  // 96 MiB: more than 2 x 8 slots of 4 MiB
+  DeviceMemory& mem = register_pattern(0, bytes);
+  const Stream caller(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(mem.get(), bytes, other_seed(7), kSpinNs, caller.get());
+  }
+  const auto data = pattern_bytes(bytes, other_seed(3));
+  xfer().broadcast_async(data, caller.get());
+  caller.synchronize();
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), bytes, other_seed(3), 0, "broadcast_async of 96 MiB"));
+}
+
+// Pageable uploads queued faster than their stream runs them: each waits for nothing while fewer than two
+// staging rings of its size are still pending behind the stream, then for one of those, so the pinned
+// memory held grows no further than that however long the queue.
+TEST_F(GpuStreamOrder, PageableUploadsQueuedBehindASlowStreamHoldABoundedAmountOfPinnedMemory) {
+  constexpr std::size_t bytes = 12 * kMiB + 17;
+  DeviceMemory& mem = register_pattern(0, bytes);
+  const Stream caller(mem.ordinal());
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(mem.get(), bytes, other_seed(7), kSpinNs, caller.get());
+  }
+  std::size_t ring = 0;
+  std::size_t most = 0;
+  for (std::uint64_t round = 0; round < 6; ++round) {
+    const auto data = pattern_bytes(bytes, other_seed(10 + round));
+    xfer().broadcast_async(data, caller.get());
+    const PoolStats stats = manager().pinned_pool().stats();
+    if (round == 0) ring = stats.pending;  // the stream is still stalled: the first ring waits behind it
+    most = std::max(most, stats.pending + stats.in_use);
+  }
+  EXPECT_GT(ring, 0U) << "the first upload's ring was not left pending behind the stalled stream";
+  EXPECT_LE(most, 2 * ring) << "more than two staging rings held while the stream was behind";
+  caller.synchronize();
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), bytes, other_seed(15), 0, "the last of six uploads"));
 }
 
 class MultiGpuStreamOrder : public SmallChunks<GpuTest> {

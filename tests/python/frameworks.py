@@ -100,6 +100,10 @@ class Torch:
         with self.torch.cuda.stream(stream):
             return self.torch.from_numpy(host).to(f"cuda:{ordinal}", non_blocking=True)
 
+    def busy(self, stream: Any) -> bool:
+        """Whether stream still has work to do (a non-blocking query)."""
+        return not stream.query()
+
     def synchronize(self, ordinal: int | None = None) -> None:
         """Waits for the work queued on device ordinal, or on every device."""
         for d in range(self.torch.cuda.device_count()) if ordinal is None else [ordinal]:
@@ -163,6 +167,9 @@ class Cupy:
             out = self.cupy.empty(host.shape, dtype=host.dtype)
             out.set(host, stream=stream)
             return out
+
+    def busy(self, stream: Any) -> bool:
+        return not stream.done
 
     def synchronize(self, ordinal: int | None = None) -> None:
         for d in range(self.cupy.cuda.runtime.getDeviceCount()) if ordinal is None else [ordinal]:

@@ -205,6 +205,10 @@ def test_host_bytes_to_devices_with_stream(manager, lib, op, pinned):
         transfer.copy_buffer(0, 0, host, stream=s)
     else:
         transfer.broadcast(host, stream=s)
+    # Pinned or pageable (staged before the call returns), the call did not wait for the slow producer.
+    assert lib.busy(s), f"{op} pinned={pinned} returned only after the stream's earlier work"
+    if not pinned:
+        host[:] = POISON  # staged: the caller's memory is free again
     after = lib.clone_on(s, tensors[0])
     lib.synchronize()
     same(lib.download(after), data, f"{op} pinned={pinned}, seen by the stream's next work")

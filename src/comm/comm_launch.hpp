@@ -15,6 +15,7 @@
 #include "comm/communicator_state.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
+#include "runtime/stream.hpp"
 
 namespace gpuxfer::detail {
 
@@ -52,23 +53,26 @@ inline bool capturing(const CommunicatorState& s, cudaStream_t stream, const std
 inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::string& what,
                          const char* why_not = nullptr) {
   s.comm.check_usable(what);
-  const bool captured = capturing(s, stream, what);
-  if (why_not != nullptr && captured) {
-    throw Error(Errc::unsupported, s.where + ": " + what + " cannot be captured into a CUDA graph: " + why_not);
-  }
   // A stream of another device would fail in the NCCL launch or a copy, on this rank alone, its peers left
-  // waiting in the collective: refused first. (The legacy and per-thread streams are the current device's:
-  // this rank's, under the operation's DeviceGuard.) A capturing stream's device cannot be asked: CUDA
-  // refuses cudaStreamGetDevice during a capture and invalidates it, so there the check is left to the
-  // capture (a stream of another device fails in the launch, into an invalid graph, before any replay).
+  // waiting in the collective: refused first. The legacy and per-thread streams are the current device's:
+  // this rank's, under the operation's DeviceGuard. A capturing stream's device cannot be asked
+  // (caller_stream): there the check is left to the capture (a stream of another device fails in the
+  // launch, into an invalid graph, before any replay).
   const bool current_devices = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-  int device = s.device;
-  if (!current_devices && !captured) {
-    GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &device), s.where + ": " + what + ": the stream's device");
+  CallerStream caller{.ordinal = s.device};
+  if (current_devices) {
+    caller.capturing = capturing(s, stream, what);
+  } else {
+    caller = caller_stream(stream, s.where + ": " + what, "the stream");
+    if (caller.capturing) caller.ordinal = s.device;
   }
-  if (device != s.device) {
+  if (why_not != nullptr && caller.capturing) {
+    throw Error(Errc::unsupported,
+                s.where + ": " + what + " cannot be captured into a CUDA graph: " + why_not);
+  }
+  if (caller.ordinal != s.device) {
     throw Error(Errc::invalid_argument, s.where + ": " + what + ": the stream is of device " +
-                                            std::to_string(device) + ", not this rank's device " +
+                                            std::to_string(caller.ordinal) + ", not this rank's device " +
                                             std::to_string(s.device));
   }
 }

@@ -149,10 +149,8 @@ class Communicator(_gpuxfer._Communicator):
                 try:
                     self.synchronize(current)
                 except UnsupportedError as error:  # the stream captures
-                    raise UnsupportedError(
-                        f"rank {self.rank} of {self.world_size}: an operation without stream= is blocking "
-                        "and cannot be captured into a CUDA graph: pass the capturing stream as stream="
-                    ) from error
+                    where = f"rank {self.rank} of {self.world_size}: an operation"
+                    raise UnsupportedError(f"{where} {_gpuxfer._BLOCKING_UNDER_CAPTURE}") from error
         return operation(*args, stream=stream, used=used)
 
 

@@ -69,8 +69,7 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
   std::optional<CurrentDevice> on;
   if (ordinal >= 0) on.emplace(ordinal);
   if (capturing(stream)) {
-    throw Error(Errc::unsupported, what + " without stream= is blocking and cannot be captured into a CUDA "
-                                          "graph: pass the capturing stream as stream=");
+    throw Error(Errc::unsupported, what + " " + blocking_under_capture);
   }
   cudaError_t rc = cudaSuccess;
   {

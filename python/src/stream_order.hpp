@@ -47,6 +47,12 @@ auto call_then(Call&& call, After&& after) {
 /// queried meanwhile: that would invalidate the capture.
 [[nodiscard]] bool capturing(cudaStream_t stream) noexcept;
 
+/// Why a form without stream= refuses a capturing stream, after the operation's name: one wording for
+/// the Transfer's host wait here and the Communicator's in Python (the module's _BLOCKING_UNDER_CAPTURE).
+inline constexpr const char* blocking_under_capture =
+    "without stream= is blocking and cannot be captured into a CUDA graph: pass the capturing stream as "
+    "stream=";
+
 /// Waits, the GIL released, for the work queued so far on @p stream (cudaStreamPerThread: the per-thread
 /// stream of device @p ordinal; -1: of the current device): the host wait of a blocking form for the
 /// caller's current stream. @p what names the operation in errors.

@@ -243,6 +243,7 @@ void bind_piece(nb::module_& m) {
 
 void bind_transfer(nb::module_& m) {
   bind_piece(m);
+  m.attr("_BLOCKING_UNDER_CAPTURE") = blocking_under_capture;
   m.def(
       "_wait_for_stream",
       [](std::uintptr_t stream, int ordinal, const std::string& what) {

@@ -26,6 +26,8 @@
 
 #include <unistd.h>
 
+#include "probes/probe.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -33,19 +35,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t total_bytes = 256 * mib;
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "gpuxfer-probe-partial-registration: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
+using gpuxfer::probe::check;
+using gpuxfer::probe::median;
 
 double micros(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct DeviceMemory {

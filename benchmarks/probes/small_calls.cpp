@@ -24,18 +24,12 @@
 #include <thread>
 #include <vector>
 
+#include "probes/probe.hpp"
+
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "gpuxfer-probe-small-calls: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using gpuxfer::probe::check;
+using gpuxfer::probe::median;
 
 // @p calls runs of @p call, each after @p before (untimed); prints the median, min and max.
 void report(const char* what, int calls, const std::function<void()>& before, const std::function<void()>& call) {

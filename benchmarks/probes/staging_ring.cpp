@@ -28,14 +28,13 @@
 #include <vector>
 
 #include "memory/streaming_copy.hpp"
+#include "probes/probe.hpp"
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "gpuxfer-probe-staging: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
+using gpuxfer::probe::check;
+using gpuxfer::probe::median;
+
 void check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
   std::fprintf(stderr, "gpuxfer-probe-staging: %s: CUresult %d\n", what, static_cast<int>(r));
@@ -248,11 +247,6 @@ double host_bound(Machine& m, int threads, Store store) {
     copy(store, m.pinned + begin, m.source.data() + begin, std::min(kBytes, begin + part) - begin);
   });
   return gbps(kBytes, start);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 const char* name(Queue q) {

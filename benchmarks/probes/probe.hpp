@@ -1,0 +1,28 @@
+// What the probes of benchmarks/probes share: a failed CUDA call ends the probe (exit 1) with the
+// probe's name and the call, and the median of a set of samples.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace gpuxfer::probe {
+
+/// Ends the probe with exit code 1 when @p e is an error, naming @p what.
+inline void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+/// The median of @p samples (the upper one of an even count); @p samples must not be empty.
+[[nodiscard]] inline double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+}  // namespace gpuxfer::probe

@@ -26,8 +26,8 @@ class Transfer(_gpuxfer._Transfer):
     object with ``__cuda_stream__``; left out, the operation is the blocking or handle form, never on a
     default stream). It starts after the work already queued on ``stream``, ``stream``'s later work waits
     for it, and it returns once queued (into pageable host memory, once the bytes are there; from it, once
-    host threads have staged them in pinned memory, without waiting for ``stream`` up to 64 MiB per
-    device by default: see the README).
+    host threads have staged them in pinned memory, without waiting for ``stream`` when they fit the
+    call's staging ring, 64 MiB with 8 host threads: see the README).
     What it uses (host arrays, caller tensors, the registered tensors) is kept alive by the Transfer until
     ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
     before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory

@@ -15,15 +15,17 @@
 namespace gpuxfer::detail {
 
 StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node,
-                         std::size_t pending_at_most)
+                         int owner, std::size_t pending_at_most)
     : chunk_(std::max<std::size_t>(1, std::min(chunk, total))),
       total_(total),
-      chunks_((total + chunk_ - 1) / chunk_) {
+      chunks_((total + chunk_ - 1) / chunk_),
+      owner_(owner) {
   if (chunks_ == 0) return;
   const std::size_t least = std::min(min_slots, chunks_);
   std::size_t count = std::max(least, std::min(slots, chunks_));
-  if (pending_at_most != 0)
-    PoolState::of(pool).wait_until_fewer_pending(count * chunk_, node, pending_at_most);
+  if (pending_at_most != 0) {
+    PoolState::of(pool).wait_until_fewer_pending(count * chunk_, node, owner_, pending_at_most);
+  }
   for (;;) {
     try {
       block_ = pool.acquire(count * chunk_, node);
@@ -39,14 +41,29 @@ StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk,
 }
 
 StagingRing::~StagingRing() {
+  std::vector<SharedEvent> busy;
   for (std::size_t i = 0; i < slot_count_; ++i) {
-    for (const SharedEvent& e : slots_[i].gpu) (void)e->synchronize();
+    for (const SharedEvent& e : slots_[i].gpu) {
+      cudaError_t status = e->synchronize();
+      if (status != cudaSuccess) (void)cudaGetLastError();
+      if (gpu_done_with(status)) continue;
+      // CUDA would not wait (another thread captures in global mode): the block waits in the pool.
+      try {
+        busy.push_back(e);
+      } catch (...) {  // no memory for that: wait here until CUDA can
+        while (!gpu_done_with(status)) {
+          std::this_thread::yield();
+          status = e->synchronize();
+          if (status != cudaSuccess) (void)cudaGetLastError();
+        }
+      }
+    }
   }
-  (void)cudaGetLastError();
+  if (!busy.empty()) release_after(std::move(block_), std::move(busy), owner_);
 }
 
 void StagingRing::give_back_after(std::vector<SharedEvent> after) noexcept {
-  release_after(std::move(block_), std::move(after));
+  release_after(std::move(block_), std::move(after), owner_);
   for (std::size_t i = 0; i < slot_count_; ++i) slots_[i].gpu.clear();
 }
 

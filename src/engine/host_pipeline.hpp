@@ -51,14 +51,15 @@ struct StagingSlot {
 class StagingRing {
  public:
   /// A ring for @p total bytes in chunks of @p chunk bytes: @p slots slots, fewer when there are fewer
-  /// chunks or the pool cannot lease that much (halving down to min_slots). With @p pending_at_most
-  /// (not 0) it first waits until fewer than that many blocks of its size are pending in the pool, so
-  /// that rings given back behind GPU work (give_back_after) do not pile up while the GPU is behind.
+  /// chunks or the pool cannot lease that much (halving down to min_slots). @p owner (-1: none) tags the
+  /// block give_back_after leaves pending in the pool; with @p pending_at_most (not 0) the ring first
+  /// waits until fewer than that many blocks of @p owner and of its size are pending, so that rings given
+  /// back behind GPU work do not pile up while the GPU is behind.
   /// @throws Error(Errc::out_of_memory) when the pool cannot lease even that (nothing is then held)
   StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk, std::size_t slots, int node,
-              std::size_t pending_at_most = 0);
+              int owner = -1, std::size_t pending_at_most = 0);
   /// Waits on the host for the GPU work still recorded on the slots, then gives the block back (unless
-  /// give_back_after did).
+  /// give_back_after did); behind the events CUDA would not wait for, if any.
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
@@ -86,6 +87,7 @@ class StagingRing {
   std::size_t total_;
   std::size_t chunks_;
   std::size_t slot_count_ = 0;
+  int owner_;
   HostBuffer block_;
   std::unique_ptr<StagingSlot[]> slots_;
 };

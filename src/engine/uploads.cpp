@@ -17,9 +17,10 @@ namespace {
 
 constexpr std::size_t share_granule = std::size_t{64} << 10;
 
-// How many rings of one size a device's stream-ordered uploads may leave behind them in the pool while
-// the GPU has not yet copied out of them: a caller queueing uploads faster than its stream runs them
-// waits for one of these to complete rather than pin ever more memory.
+// How many rings of one size the uploads through one device's upload stream (the ring's owner: the
+// first target) may leave behind them in the pool while the GPU has not yet copied out of them: a caller
+// queueing uploads faster than the stream runs them waits for one of these to complete rather than pin
+// ever more memory. Uploads through another device's stream are not held up by them.
 constexpr std::size_t rings_ahead = 2;
 
 // Hands out chunks of @p data: in place when it is @p pinned; else staged in a StagingRing on @p device's
@@ -35,7 +36,8 @@ class HostSource {
       : m_(m), data_(data), device_(device) {
     if (pinned) return;
     HostCopyWorkers& workers = m.host_copy(device);
-    ring_.emplace(m.pool, data.size(), chunk, 2 * workers.size(), m.staging_node(device), rings_ahead);
+    ring_.emplace(m.pool, data.size(), chunk, 2 * workers.size(), m.staging_node(device),
+                  static_cast<int>(device), rings_ahead);
     if (ring_->chunk_count() > 1) {
       team_.emplace(workers, std::min(workers.size(), ring_->chunk_count()), [this] { fill(); });
     }
@@ -187,7 +189,10 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
     ends.push_back(record_event(s.ordinal, s.h2d.get()));
     ends.push_back(record_event(s.ordinal, s.d2d.get()));
   }
-  source.give_back_after(ends);
+  // The slots are read by the owners' uploads alone: the ring waits for the h2d ends only.
+  std::vector<SharedEvent> uploaded;
+  for (std::size_t i = 0; i < ends.size(); i += 2) uploaded.push_back(ends[i]);
+  source.give_back_after(std::move(uploaded));
   return ends;
 }
 

@@ -55,6 +55,11 @@ void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
 
 }  // namespace
 
+bool gpu_done_with(cudaError_t status) noexcept {
+  return status == cudaSuccess || is_sticky(status) || status == cudaErrorContextIsDestroyed ||
+         status == cudaErrorCudartUnloading;
+}
+
 PoolState::~PoolState() {
   for (auto& p : pending) {
     for (const SharedEvent& e : p.after) (void)e->synchronize();
@@ -69,8 +74,9 @@ void PoolState::sweep_locked() noexcept {
     while (!after.empty()) {
       const cudaError_t status = after.back()->query();
       if (status == cudaErrorNotReady) break;
-      // Done, or the device faulted: either way the GPU no longer touches the block for this event.
       if (status != cudaSuccess) (void)cudaGetLastError();
+      // A query CUDA refused (another thread captures in global mode) says nothing: the block stays.
+      if (!gpu_done_with(status)) break;
       after.pop_back();
     }
     if (!after.empty()) {
@@ -118,7 +124,8 @@ PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, in
     return found;
   };
   if (auto found = reuse()) return *found;
-  if (counters.pending > 0 && counters.in_use + counters.pending + block_bytes > limit) {
+  if (counters.pending > 0 && block_bytes <= limit &&
+      counters.in_use + counters.pending + block_bytes > limit) {
     // Blocks of dropped handles whose copies are still finishing: wait for them, without the lock,
     // rather than fail.
     std::vector<SharedEvent> waits;
@@ -171,7 +178,7 @@ void PoolState::give_back(std::byte* block, std::size_t block_bytes, int node) n
 }
 
 void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int node,
-                                std::vector<SharedEvent> after) noexcept {
+                                std::vector<SharedEvent> after, int owner) noexcept {
   std::erase(after, nullptr);
   if (after.empty()) {
     give_back(block, block_bytes, node);
@@ -180,18 +187,19 @@ void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int n
   std::lock_guard lock(mutex);
   counters.in_use -= block_bytes;
   try {
-    pending.reserve(pending.size() + 1);  // so that the push below cannot throw once after is moved
+    // Room first, so that the push below cannot throw once after is moved.
+    if (pending.size() == pending.capacity()) pending.reserve(std::max<std::size_t>(8, 2 * pending.size()));
   } catch (...) {
     // Out of memory for the bookkeeping: wait for the GPU rather than hand out a busy block.
     for (const SharedEvent& e : after) (void)e->synchronize();
     release(block, Key{node, block_bytes}, device);
     return;
   }
-  pending.push_back({block, Key{node, block_bytes}, std::move(after)});
+  pending.push_back({block, Key{node, block_bytes}, std::move(after), owner});
   counters.pending += block_bytes;
 }
 
-void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, std::size_t most) noexcept {
+void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, int owner, std::size_t most) noexcept {
   // The blocks a lease of @p bytes could be served with (lease's reuse): this node, the size class up
   // to twice it.
   const std::size_t block_bytes = size_class(bytes);
@@ -205,7 +213,7 @@ void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, std::size_
     std::size_t count = 0;
     try {
       for (const Pending& p : pending) {
-        if (!serves(p.key)) continue;
+        if (p.owner != owner || !serves(p.key)) continue;
         if (count++ == 0) first = p.after;
       }
     } catch (...) {  // no memory for the copy of a few events: leave the bound to the pool's limit
@@ -213,7 +221,11 @@ void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, std::size_
     }
     if (count < most) return;
     lock.unlock();
-    for (const SharedEvent& e : first) (void)e->synchronize();
+    for (const SharedEvent& e : first) {
+      const cudaError_t status = e->synchronize();
+      if (status != cudaSuccess) (void)cudaGetLastError();
+      if (!gpu_done_with(status)) return;  // CUDA will not wait now: leave the bound to the pool's limit
+    }
     lock.lock();
   }
 }
@@ -254,7 +266,7 @@ void PoolState::release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   release_after(std::move(buffer), std::move(events));
 }
 
-void PoolState::release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept {
+void PoolState::release_after(HostBuffer&& buffer, std::vector<SharedEvent> after, int owner) noexcept {
   // A view has no pool to hold it until the events: its owner may reuse the memory once let go, so the
   // work queued on it must be over first (no view is handed to queued work today; this is the safe side).
   if (buffer.keep_) {
@@ -263,7 +275,7 @@ void PoolState::release_after(HostBuffer&& buffer, std::vector<SharedEvent> afte
     }
   }
   if (buffer.pool_ && buffer.data_ != nullptr) {
-    buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, buffer.node_, std::move(after));
+    buffer.pool_->give_back_after(buffer.data_, buffer.block_bytes_, buffer.node_, std::move(after), owner);
   }
   buffer.keep_.reset();
   buffer.pool_.reset();

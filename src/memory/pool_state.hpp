@@ -34,21 +34,23 @@ struct PoolState {
   Lease lease(std::size_t block_bytes, std::size_t bytes, int node);
   /// Back to the cache at once.
   void give_back(std::byte* block, std::size_t block_bytes, int node) noexcept;
-  /// Back to the cache once every event of @p after has completed (at once when it holds none).
-  void give_back_after(std::byte* block, std::size_t block_bytes, int node,
-                       std::vector<SharedEvent> after) noexcept;
-  /// Waits, without the lock, until fewer than @p most blocks of @p node and of the size class of
-  /// @p bytes are pending: what keeps callers that give blocks back behind GPU work (stream-ordered
-  /// uploads) from pinning ever more memory while the GPU is behind.
-  void wait_until_fewer_pending(std::size_t bytes, int node, std::size_t most) noexcept;
+  /// Back to the cache once every event of @p after has completed (at once when it holds none);
+  /// @p owner (-1: none) tags the pending block for wait_until_fewer_pending.
+  void give_back_after(std::byte* block, std::size_t block_bytes, int node, std::vector<SharedEvent> after,
+                       int owner = -1) noexcept;
+  /// Waits, without the lock, until fewer than @p most blocks of @p owner that a lease of @p bytes on
+  /// @p node could be served with are pending: what keeps a device's stream-ordered uploads, which give
+  /// their rings back behind the GPU's copies, from pinning ever more memory while its upload stream is
+  /// behind. Returns early when CUDA cannot say (an event wait refused during another thread's capture).
+  void wait_until_fewer_pending(std::size_t bytes, int node, int owner, std::size_t most) noexcept;
   void trim() noexcept;
   [[nodiscard]] PoolStats stats() noexcept;
 
   /// Gives @p buffer back to its pool once @p after has completed (GPU work may still touch it); a view
   /// lets go of its owner after waiting for @p after.
   static void release_after(HostBuffer&& buffer, SharedEvent after) noexcept;
-  /// The same once every event of @p after has completed.
-  static void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept;
+  /// The same once every event of @p after has completed, the pending block tagged @p owner (-1: none).
+  static void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after, int owner = -1) noexcept;
 
   /// Where idle blocks are found: the NUMA node (-1 for cudaHostAlloc's) and the block size.
   using Key = std::pair<int, std::size_t>;
@@ -57,6 +59,7 @@ struct PoolState {
     std::byte* block;
     Key key;
     std::vector<SharedEvent> after;  ///< what has yet to complete; the block is idle once it is empty
+    int owner = -1;                  ///< who left it here, for wait_until_fewer_pending; -1: nobody counts it
   };
 
   /// The pool's state (the library sets device on its manager's pool).
@@ -83,12 +86,17 @@ struct PoolState {
   }
 };
 
+/// Whether the GPU no longer touches memory behind an event whose query or wait gave @p status: it
+/// completed, the device faulted, or its context is gone. Anything else (a wait CUDA refuses while
+/// another thread captures a graph in global mode) leaves the memory busy.
+[[nodiscard]] bool gpu_done_with(cudaError_t status) noexcept;
+
 inline void release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   PoolState::release_after(std::move(buffer), std::move(after));
 }
 
-inline void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after) noexcept {
-  PoolState::release_after(std::move(buffer), std::move(after));
+inline void release_after(HostBuffer&& buffer, std::vector<SharedEvent> after, int owner = -1) noexcept {
+  PoolState::release_after(std::move(buffer), std::move(after), owner);
 }
 
 }  // namespace gpuxfer::detail

@@ -11,6 +11,7 @@
 #include <gpuxfer/pinned_pool.hpp>
 
 #include "common/expect_error.hpp"
+#include "memory/pool_state.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -131,6 +132,22 @@ TEST(PinnedPool, BufferOutlivesItsPool) {
   ASSERT_EQ(survivor.size(), 64u);
   std::memset(survivor.data(), 1, survivor.size());
   survivor.reset();  // gives the block back to the pool's state, which the lease kept alive
+}
+
+// Which statuses of an event let a pending block go back to the cache: completion and the device's end
+// (a fault, a destroyed context); never a query CUDA refused, as while another thread captures a graph
+// in global mode, which says nothing about the DMA still reading the block.
+TEST(PinnedPoolPending, ABlockLeavesThePendingListOnlyWhenTheGpuIsDoneWithIt) {
+  EXPECT_TRUE(detail::gpu_done_with(cudaSuccess));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorIllegalAddress));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorLaunchFailure));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorContextIsDestroyed));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorCudartUnloading));
+  EXPECT_FALSE(detail::gpu_done_with(cudaErrorNotReady));
+  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureUnsupported));
+  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureImplicit));
+  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureInvalidated));
+  EXPECT_FALSE(detail::gpu_done_with(cudaErrorNotPermitted));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "memory/pool_state.hpp"
 #include "runtime/cuda_check.hpp"
 
 namespace gpuxfer::detail {
@@ -18,10 +19,13 @@ ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_byte
 }
 
 ChunkRing::~ChunkRing() {
-  for (const auto& users : users_) {
-    for (const SharedEvent& e : users) (void)e->synchronize();
+  // A slot whose last copies CUDA would not wait for (another thread captures in global mode) waits for
+  // them in the pool.
+  for (std::size_t i = 0; i < users_.size(); ++i) {
+    std::vector<SharedEvent> busy;
+    for (const SharedEvent& e : users_[i]) wait_or_keep(e, busy);
+    if (!busy.empty() && i < slots_.size()) release_after(std::move(slots_[i]), std::move(busy));
   }
-  (void)cudaGetLastError();
 }
 
 Chunk ChunkRing::chunk(std::size_t k) noexcept {

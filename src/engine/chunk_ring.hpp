@@ -37,7 +37,8 @@ class ChunkRing {
   /// @throws Error(Errc::out_of_memory) when the pool cannot lease the slots (nothing is then held)
   ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_bytes, std::size_t slots, int node);
   /// Waits on the host for the GPU work recorded on the slots (unless they were handed to an
-  /// OperationState), then gives them back: the pool never hands out a slot a copy still touches.
+  /// OperationState), then gives them back: the pool never hands out a slot a copy still touches (one
+  /// whose events CUDA would not wait for goes back pending behind them).
   ~ChunkRing();
   ChunkRing(const ChunkRing&) = delete;
   ChunkRing& operator=(const ChunkRing&) = delete;

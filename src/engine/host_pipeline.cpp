@@ -41,23 +41,10 @@ StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk,
 }
 
 StagingRing::~StagingRing() {
+  // What CUDA would not wait for (another thread captures in global mode) the block waits for in the pool.
   std::vector<SharedEvent> busy;
   for (std::size_t i = 0; i < slot_count_; ++i) {
-    for (const SharedEvent& e : slots_[i].gpu) {
-      cudaError_t status = e->synchronize();
-      if (status != cudaSuccess) (void)cudaGetLastError();
-      if (gpu_done_with(status)) continue;
-      // CUDA would not wait (another thread captures in global mode): the block waits in the pool.
-      try {
-        busy.push_back(e);
-      } catch (...) {  // no memory for that: wait here until CUDA can
-        while (!gpu_done_with(status)) {
-          std::this_thread::yield();
-          status = e->synchronize();
-          if (status != cudaSuccess) (void)cudaGetLastError();
-        }
-      }
-    }
+    for (const SharedEvent& e : slots_[i].gpu) wait_or_keep(e, busy);
   }
   if (!busy.empty()) release_after(std::move(block_), std::move(busy), owner_);
 }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <gpuxfer/error.hpp>
@@ -58,6 +59,21 @@ void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
 bool gpu_done_with(cudaError_t status) noexcept {
   return status == cudaSuccess || is_sticky(status) || status == cudaErrorContextIsDestroyed ||
          status == cudaErrorCudartUnloading;
+}
+
+void wait_or_keep(const SharedEvent& event, std::vector<SharedEvent>& busy) noexcept {
+  cudaError_t status = event->synchronize();
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  if (gpu_done_with(status)) return;
+  try {
+    busy.push_back(event);
+  } catch (...) {  // no memory to keep it: wait here until CUDA can
+    while (!gpu_done_with(status)) {
+      std::this_thread::yield();
+      status = event->synchronize();
+      if (status != cudaSuccess) (void)cudaGetLastError();
+    }
+  }
 }
 
 PoolState::~PoolState() {

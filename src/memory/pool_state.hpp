@@ -91,6 +91,11 @@ struct PoolState {
 /// another thread captures a graph in global mode) leaves the memory busy.
 [[nodiscard]] bool gpu_done_with(cudaError_t status) noexcept;
 
+/// Waits on the host for @p event; when CUDA will not wait (gpu_done_with is false) adds it to @p busy,
+/// for the memory behind it to be given back with release_after, or without memory for that keeps
+/// trying until CUDA does. What a ring's end runs for each of its last events.
+void wait_or_keep(const SharedEvent& event, std::vector<SharedEvent>& busy) noexcept;
+
 inline void release_after(HostBuffer&& buffer, SharedEvent after) noexcept {
   PoolState::release_after(std::move(buffer), std::move(after));
 }

@@ -43,7 +43,7 @@ struct TransferState;
 ///    call's staging ring of 2 x Options::host_threads chunks of at most 4 MiB (at least 4; 64 MiB with
 ///    8 threads), else once the ring's earlier chunks have reached the device, which waits for the
 ///    stream's earlier work. The ring goes back to the pool behind the upload; at most two rings of one
-///    size stay pending behind a device's upload stream: a further upload first waits for one of them.
+///    size and one first target device stay pending: a further upload first waits for the oldest.
 ///  - CUDA graphs: while the given stream captures, operations on device memory, on pinned memory and
 ///    over NCCL are captured (nothing allocated, synchronised or queried; ordered with the capturing
 ///    stream alone, the graph's launches order with the rest); what needs the host or the pinned pool

@@ -58,6 +58,7 @@ SharedEvent enqueue_staged_copy(ManagerState& m, const DeviceRange& src, const D
       ring.gpu_wait(k, down);  // the slot's previous upload has read it
       GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(c.slot, src.ptr + c.offset, c.size, cudaMemcpyDeviceToHost, down), what);
       downloaded = record_event(s.ordinal, down);
+      ring.record(k, downloaded);  // the slot is written from here: its end waits for this too
     }
     DeviceGuard guard(d.ordinal);
     stream_wait(up, downloaded);

@@ -57,8 +57,18 @@ void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
 }  // namespace
 
 bool gpu_done_with(cudaError_t status) noexcept {
-  return status == cudaSuccess || is_sticky(status) || status == cudaErrorContextIsDestroyed ||
-         status == cudaErrorCudartUnloading;
+  switch (status) {
+    case cudaErrorNotReady:
+    // Refused because a stream captures (another thread's in global mode, mostly): they pass with it.
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorNotPermitted:
+      return false;
+    default:  // complete, or an error that ends the device's work (a fault, a context gone)
+      return true;
+  }
 }
 
 void wait_or_keep(const SharedEvent& event, std::vector<SharedEvent>& busy) noexcept {
@@ -211,7 +221,7 @@ void PoolState::give_back_after(std::byte* block, std::size_t block_bytes, int n
     release(block, Key{node, block_bytes}, device);
     return;
   }
-  pending.push_back({block, Key{node, block_bytes}, std::move(after), owner});
+  pending.push_back({block, Key{node, block_bytes}, std::move(after), owner, pending_order++});
   counters.pending += block_bytes;
 }
 
@@ -225,19 +235,22 @@ void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, int owner,
   std::unique_lock lock(mutex);
   for (;;) {
     sweep_locked();
-    std::vector<SharedEvent> first;
+    const Pending* oldest = nullptr;
     std::size_t count = 0;
+    for (const Pending& p : pending) {
+      if (p.owner != owner || !serves(p.key)) continue;
+      ++count;
+      if (oldest == nullptr || p.order < oldest->order) oldest = &p;
+    }
+    if (count < most) return;
+    std::vector<SharedEvent> waits;
     try {
-      for (const Pending& p : pending) {
-        if (p.owner != owner || !serves(p.key)) continue;
-        if (count++ == 0) first = p.after;
-      }
+      waits = oldest->after;
     } catch (...) {  // no memory for the copy of a few events: leave the bound to the pool's limit
       return;
     }
-    if (count < most) return;
     lock.unlock();
-    for (const SharedEvent& e : first) {
+    for (const SharedEvent& e : waits) {
       const cudaError_t status = e->synchronize();
       if (status != cudaSuccess) (void)cudaGetLastError();
       if (!gpu_done_with(status)) return;  // CUDA will not wait now: leave the bound to the pool's limit

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -60,6 +61,7 @@ struct PoolState {
     Key key;
     std::vector<SharedEvent> after;  ///< what has yet to complete; the block is idle once it is empty
     int owner = -1;                  ///< who left it here, for wait_until_fewer_pending; -1: nobody counts it
+    std::uint64_t order = 0;         ///< when it was left here (the list itself is unordered)
   };
 
   /// The pool's state (the library sets device on its manager's pool).
@@ -73,6 +75,7 @@ struct PoolState {
   std::size_t limit;
   std::multimap<Key, std::byte*> idle;
   std::vector<Pending> pending;
+  std::uint64_t pending_order = 0;  ///< Pending::order of the next block left pending
   PoolStats counters;
 
  private:
@@ -86,9 +89,9 @@ struct PoolState {
   }
 };
 
-/// Whether the GPU no longer touches memory behind an event whose query or wait gave @p status: it
-/// completed, the device faulted, or its context is gone. Anything else (a wait CUDA refuses while
-/// another thread captures a graph in global mode) leaves the memory busy.
+/// Whether the GPU no longer touches memory behind an event whose query or wait gave @p status: false
+/// while it runs (not ready) and while CUDA refuses to tell because a stream captures (another thread's
+/// in global mode); true once it completed and on any error that ends the device's work.
 [[nodiscard]] bool gpu_done_with(cudaError_t status) noexcept;
 
 /// Waits on the host for @p event; when CUDA will not wait (gpu_done_with is false) adds it to @p busy,

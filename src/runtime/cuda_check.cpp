@@ -17,6 +17,11 @@ bool is_sticky(cudaError_t err) noexcept {
     case cudaErrorECCUncorrectable:
     case cudaErrorLaunchTimeout:
     case cudaErrorUnknown:
+    // The ones CUDA documents as "the process must be terminated and relaunched" besides.
+    case cudaErrorContained:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorMpsClientTerminated:
+    case cudaErrorExternalDevice:
       return true;
     default:
       return false;

@@ -135,7 +135,7 @@ TEST(PinnedPool, BufferOutlivesItsPool) {
 }
 
 // Which statuses of an event let a pending block go back to the cache: completion and the device's end
-// (a fault, a destroyed context); never a query CUDA refused, as while another thread captures a graph
+// (any fault, a destroyed context); never a query CUDA refused, as while another thread captures a graph
 // in global mode, which says nothing about the DMA still reading the block.
 TEST(PinnedPoolPending, ABlockLeavesThePendingListOnlyWhenTheGpuIsDoneWithIt) {
   EXPECT_TRUE(detail::gpu_done_with(cudaSuccess));
@@ -143,6 +143,9 @@ TEST(PinnedPoolPending, ABlockLeavesThePendingListOnlyWhenTheGpuIsDoneWithIt) {
   EXPECT_TRUE(detail::gpu_done_with(cudaErrorLaunchFailure));
   EXPECT_TRUE(detail::gpu_done_with(cudaErrorContextIsDestroyed));
   EXPECT_TRUE(detail::gpu_done_with(cudaErrorCudartUnloading));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorContained));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorExternalDevice));
+  EXPECT_TRUE(detail::gpu_done_with(cudaErrorMpsClientTerminated));
   EXPECT_FALSE(detail::gpu_done_with(cudaErrorNotReady));
   EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureUnsupported));
   EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureImplicit));

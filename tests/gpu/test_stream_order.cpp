@@ -256,12 +256,12 @@ TEST_F(GpuStreamOrder, APageableUploadReturnsOnceStagedAndLandsAfterTheStreamsEa
   const Stream caller(mem.ordinal());
   for (const bool broadcast : {true, false}) {
     const std::string what = broadcast ? "broadcast_async" : "copy_buffer_async";
+    const std::uint64_t data_seed = other_seed(broadcast ? 1 : 2);
+    auto data = pattern_bytes(bytes, data_seed);  // before the stall: only the call runs inside it
     {
       const DeviceGuard guard(mem.ordinal());
       pattern::fill_device_slow(mem.get(), bytes, other_seed(7), kSpinNs, caller.get());
     }
-    const std::uint64_t data_seed = other_seed(broadcast ? 1 : 2);
-    auto data = pattern_bytes(bytes, data_seed);
     if (broadcast) {
       xfer().broadcast_async(data, caller.get());
     } else {

@@ -138,19 +138,16 @@ TEST(PinnedPool, BufferOutlivesItsPool) {
 // (any fault, a destroyed context); never a query CUDA refused, as while another thread captures a graph
 // in global mode, which says nothing about the DMA still reading the block.
 TEST(PinnedPoolPending, ABlockLeavesThePendingListOnlyWhenTheGpuIsDoneWithIt) {
-  EXPECT_TRUE(detail::gpu_done_with(cudaSuccess));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorIllegalAddress));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorLaunchFailure));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorContextIsDestroyed));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorCudartUnloading));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorContained));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorExternalDevice));
-  EXPECT_TRUE(detail::gpu_done_with(cudaErrorMpsClientTerminated));
-  EXPECT_FALSE(detail::gpu_done_with(cudaErrorNotReady));
-  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureUnsupported));
-  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureImplicit));
-  EXPECT_FALSE(detail::gpu_done_with(cudaErrorStreamCaptureInvalidated));
-  EXPECT_FALSE(detail::gpu_done_with(cudaErrorNotPermitted));
+  for (const cudaError_t done : {cudaSuccess, cudaErrorIllegalAddress, cudaErrorLaunchFailure,
+                                 cudaErrorContained, cudaErrorExternalDevice, cudaErrorMpsClientTerminated,
+                                 cudaErrorContextIsDestroyed, cudaErrorCudartUnloading}) {
+    EXPECT_TRUE(detail::gpu_done_with(done)) << cudaGetErrorName(done);
+  }
+  for (const cudaError_t busy :
+       {cudaErrorNotReady, cudaErrorStreamCaptureUnsupported, cudaErrorStreamCaptureImplicit,
+        cudaErrorStreamCaptureInvalidated, cudaErrorStreamCaptureWrongThread, cudaErrorNotPermitted}) {
+    EXPECT_FALSE(detail::gpu_done_with(busy)) << cudaGetErrorName(busy);
+  }
 }
 
 }  // namespace

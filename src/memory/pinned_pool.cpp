@@ -109,9 +109,13 @@ void PoolState::sweep_locked() noexcept {
       ++i;
       continue;
     }
-    idle.emplace(pending[i].key, pending[i].block);
     counters.pending -= pending[i].key.second;
-    counters.cached += pending[i].key.second;
+    try {
+      idle.emplace(pending[i].key, pending[i].block);
+      counters.cached += pending[i].key.second;
+    } catch (...) {  // no memory for the cache's entry: unpin the block instead, as give_back does
+      release(pending[i].block, pending[i].key, device);
+    }
     pending[i] = std::move(pending.back());
     pending.pop_back();
   }

@@ -71,18 +71,22 @@ bool gpu_done_with(cudaError_t status) noexcept {
   }
 }
 
+namespace {
+
+// gpu_done_with for the @p status of an event's query or wait, the error it left cleared.
+bool settled(cudaError_t status) noexcept {
+  if (status != cudaSuccess && status != cudaErrorNotReady) (void)cudaGetLastError();
+  return gpu_done_with(status);
+}
+
+}  // namespace
+
 void wait_or_keep(const SharedEvent& event, std::vector<SharedEvent>& busy) noexcept {
-  cudaError_t status = event->synchronize();
-  if (status != cudaSuccess) (void)cudaGetLastError();
-  if (gpu_done_with(status)) return;
+  if (settled(event->synchronize())) return;
   try {
     busy.push_back(event);
   } catch (...) {  // no memory to keep it: wait here until CUDA can
-    while (!gpu_done_with(status)) {
-      std::this_thread::yield();
-      status = event->synchronize();
-      if (status != cudaSuccess) (void)cudaGetLastError();
-    }
+    while (!settled(event->synchronize())) std::this_thread::yield();
   }
 }
 
@@ -97,14 +101,8 @@ PoolState::~PoolState() {
 void PoolState::sweep_locked() noexcept {
   for (std::size_t i = 0; i < pending.size();) {
     std::vector<SharedEvent>& after = pending[i].after;
-    while (!after.empty()) {
-      const cudaError_t status = after.back()->query();
-      if (status == cudaErrorNotReady) break;
-      if (status != cudaSuccess) (void)cudaGetLastError();
-      // A query CUDA refused (another thread captures in global mode) says nothing: the block stays.
-      if (!gpu_done_with(status)) break;
-      after.pop_back();
-    }
+    // Not ready, or a query CUDA refused (another thread captures in global mode): the block stays.
+    while (!after.empty() && settled(after.back()->query())) after.pop_back();
     if (!after.empty()) {
       ++i;
       continue;
@@ -255,9 +253,7 @@ void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, int owner,
     }
     lock.unlock();
     for (const SharedEvent& e : waits) {
-      const cudaError_t status = e->synchronize();
-      if (status != cudaSuccess) (void)cudaGetLastError();
-      if (!gpu_done_with(status)) return;  // CUDA will not wait now: leave the bound to the pool's limit
+      if (!settled(e->synchronize())) return;  // CUDA will not wait now: leave the bound to the pool's limit
     }
     lock.lock();
   }

@@ -81,13 +81,12 @@ OpSpec host_op(const char* name, std::string what, Source source, HostBroadcastP
               [source, path](Bench& b, std::size_t size) {
                 // From pinned or registered memory, interleaved with ceiling_h2d_one's copy (one link), a
                 // DMA's ceiling; a pageable source is bound by the host's copy, which that does not measure.
-                if (source == Source::pinned) {
-                  return measure_with_ceiling(b, h2d_copies(b, {b.devices() - 1}, size),
-                                              host_case(b, b.bcast_pinned().first(size), path));
-                }
-                const std::span<std::byte> data = b.host_pageable().first(size);
-                if (source == Source::pageable) return b.measure(host_case(b, data, path));
-                const HostRegistration registration = register_host(data);
+                if (source == Source::pageable)
+                  return b.measure(host_case(b, b.host_pageable().first(size), path));
+                const std::span<std::byte> data =
+                    source == Source::pinned ? b.bcast_pinned().first(size) : b.host_pageable().first(size);
+                const HostRegistration registration =
+                    source == Source::registered ? register_host(data) : HostRegistration{};
                 return measure_with_ceiling(b, h2d_copies(b, {b.devices() - 1}, size),
                                             host_case(b, data, path));
               },

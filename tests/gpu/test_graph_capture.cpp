@@ -1,7 +1,15 @@
 // CUDA graph capture of the stream-ordered forms: a graph captured once and replayed many times, with a
 // producer kernel writing a new seed before each replay; every replay verified byte for byte. What needs
 // the host (pageable memory, the pinned pool) refuses with Errc::unsupported and leaves the capture intact.
+// Operations on another thread, while a stream captures in global mode, neither fail nor invalidate it.
 #include "gpu/fixture.hpp"
+
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/expect_error.hpp"
 
@@ -22,8 +30,8 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
-  void begin(cudaStream_t stream) {
-    cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  void begin(cudaStream_t stream, cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
+    cuda_check(cudaStreamBeginCapture(stream, mode), "begin capture");
   }
   void end(cudaStream_t stream) {
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph_);
@@ -156,6 +164,116 @@ TEST_F(GpuCapture, ABufferRegisteredWithTheCapturingStreamReplaysWithNewData) {
                                "replay " + std::to_string(r) + ", device " + std::to_string(i)));
     }
   }
+}
+
+// The test's own thread relaxed for its scope: its waits must not be what disturbs the capture.
+class TestRelaxed {
+ public:
+  TestRelaxed() { cuda_check(cudaThreadExchangeStreamCaptureMode(&mode_), "relax the test thread"); }
+  ~TestRelaxed() { static_cast<void>(cudaThreadExchangeStreamCaptureMode(&mode_)); }
+  TestRelaxed(const TestRelaxed&) = delete;
+  TestRelaxed& operator=(const TestRelaxed&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+// While one thread's stream captures in global mode (torch.cuda.graph's default), a CUDA call that CUDA
+// counts unsafe from any other thread fails and invalidates that capture. Another thread runs every kind
+// of operation meanwhile: the first leases of the pinned pool, blocking gathers into pinned, pageable and
+// registered memory, a pageable broadcast, a handle's wait, a stream-ordered gather, gather_slices and
+// (with 2 devices) a staged copy; every one must succeed with the right bytes, and the capture (a producer
+// kernel) must end intact and replay. Each step's failure is collected, so one run names them all.
+TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
+  const std::size_t n = device_count();
+  for (std::size_t i = 0; i < n; ++i) register_pattern(i, kBytes);
+  const DeviceGuard current(ordinal(0));
+  const Stream captured(ordinal(0));
+  const Stream theirs(ordinal(0));
+  DeviceMemory& target = allocate(0, kBytes);
+  PinnedMemory pinned(n * kBytes);  // CUDA allocations of the test itself: all before the capture
+  std::vector<std::byte> pageable(n * kBytes);
+  std::vector<std::byte> registered(n * kBytes);
+  const std::vector<std::byte> sent = pattern_bytes(kBytes, other_seed(0));
+  std::vector<std::string> failures;
+  bool broadcast_done = false;  // the buffers hold seed(i) before it, other_seed(0) after
+  // Device @p i's bytes of @p out, expected in full.
+  const auto want = [&](std::span<const std::byte> piece, std::size_t i, const std::string& what) {
+    const std::uint64_t s = broadcast_done ? other_seed(0) : seed(i);
+    const auto same = host_matches(piece, s, 0, what + ", device " + std::to_string(i));
+    if (!same) failures.push_back(same.message());
+  };
+  const auto want_all = [&](std::span<const std::byte> out, const std::string& what) {
+    for (std::size_t i = 0; i < n; ++i) want(out.subspan(i * kBytes, kBytes), i, what);
+  };
+  const auto step = [&](const std::string& what, const std::function<void()>& body) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      failures.push_back(what + ": " + e.what());
+    }
+  };
+  const auto gathered_into = [&](std::span<std::byte> out, const std::string& what) {
+    std::fill(out.begin(), out.end(), kPoison);
+    (void)xfer().gather_into(out);
+    want_all(out, what);
+  };
+
+  Graph graph;
+  graph.begin(captured.get(), cudaStreamCaptureModeGlobal);
+  pattern::fill_device(target.get(), kBytes, other_seed(1), 0, captured.get());
+  std::thread other([&] {
+    step("gather_all (the pool's first leases)", [&] {
+      const std::vector<HostBuffer> results = xfer().gather_all();
+      for (std::size_t i = 0; i < n; ++i) want(results.at(i).span(), i, "gather_all");
+    });
+    step("gather_into pageable memory", [&] { gathered_into(pageable, "gather_into pageable"); });
+    step("gather_into registered memory", [&] {
+      const HostRegistration registration = register_host(registered);
+      gathered_into(registered, "gather_into registered");
+    });
+    step("gather_into_async on the thread's stream", [&] {
+      std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
+      (void)xfer().gather_into_async(pinned.span(), theirs.get());
+      {
+        const TestRelaxed relaxed;
+        theirs.synchronize();
+      }
+      want_all(pinned.span(), "gather_into_async");
+    });
+    step("gather_all_async and its handle's get", [&] {
+      GatherHandle handle = xfer().gather_all_async(theirs.get());
+      const std::vector<HostBuffer> results = handle.get();
+      for (std::size_t i = 0; i < n; ++i) want(results.at(i).span(), i, "gather_all_async");
+    });
+    step("gather_slices into pageable memory", [&] {
+      std::vector<DeviceSlice> slices;
+      for (std::size_t i = 0; i < n; ++i) slices.push_back({i, xfer().device_buffer(i)->ptr, kBytes});
+      std::fill(pageable.begin(), pageable.end(), kPoison);
+      (void)xfer().gather_slices(slices, pageable);
+      want_all(pageable, "gather_slices");
+    });
+    step("broadcast from pageable memory", [&] {
+      xfer().broadcast(sent);
+      broadcast_done = true;
+      gathered_into(pageable, "gather_into after the broadcast");
+    });
+    if (n >= 2) {
+      step("copy_device_buffer 0 -> 1, staged", [&] {
+        xfer().copy_device_buffer(0, 1, CopyPath::staged);
+        gathered_into(pageable, "gather_into after the staged copy");
+      });
+    }
+  });
+  other.join();
+  std::string all;
+  for (const std::string& f : failures) all += "\n  " + f;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " steps on the other thread failed:" << all;
+  graph.end(captured.get());  // throws, naming the error, when the capture was invalidated
+  graph.launch(captured.get());
+  captured.synchronize();
+  EXPECT_TRUE(
+      device_matches(ordinal(0), target.get(), kBytes, other_seed(1), 0, "the captured producer's output"));
 }
 
 class MultiGpuCapture : public GpuTest {

@@ -74,6 +74,10 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
   cudaError_t rc = cudaSuccess;
   {
     nb::gil_scoped_release gil;
+    // Not capturing, so relaxed for another thread's global-mode capture; the legacy stream is not
+    // relaxed, for waiting on it could wait on a blocking stream that captures.
+    std::optional<RelaxedCapture> relaxed;
+    if (stream != nullptr && stream != cudaStreamLegacy) relaxed.emplace();
     rc = cudaStreamSynchronize(stream);
   }
   check(rc, what + ": waiting for the current stream");

@@ -14,6 +14,7 @@
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
 #include "node/environment.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -22,9 +23,13 @@ namespace detail {
 
 void DeviceFree::operator()(void* ptr) const noexcept {
   DeviceGuard guard(device, std::nothrow);
+  const RelaxedCapture relaxed;
   (void)cudaFree(ptr);
 }
-void PinnedFree::operator()(void* ptr) const noexcept { (void)cudaFreeHost(ptr); }
+void PinnedFree::operator()(void* ptr) const noexcept {
+  const RelaxedCapture relaxed;
+  (void)cudaFreeHost(ptr);
+}
 
 CommunicatorState::~CommunicatorState() {
   // The last operation may still be queued on a caller's stream, behind a peer that failed: waited for
@@ -39,6 +44,7 @@ CommunicatorState::~CommunicatorState() {
   }
   if (stream.get() != nullptr && !(arena.empty() && mappings.empty())) {
     const DeviceGuard guard(device, std::nothrow);
+    const RelaxedCapture relaxed;
     (void)cudaStreamSynchronize(stream.get());
   }
   arena.clear();
@@ -107,6 +113,7 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
   s->comm = NcclComm(id, env.rank, env.world_size, s->device, env.timeout, s->where);
   s->stream = Stream(s->device);
   DeviceGuard guard(s->device);
+  const RelaxedCapture relaxed;
   void* ptr = nullptr;
   GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, s->device_word_bytes()), s->where + ": the size exchange's device memory");
   s->sizes_device = std::unique_ptr<std::uint64_t, DeviceFree>(static_cast<std::uint64_t*>(ptr), {s->device});

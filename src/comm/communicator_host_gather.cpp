@@ -29,6 +29,7 @@
 #include "comm/segment_arena.hpp"
 #include "comm/shared_segment.hpp"
 #include "memory/host_buffer_view.hpp"
+#include "runtime/capture_mode.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -73,6 +74,7 @@ struct RootSide {
       s.staging.reset();
       s.staging_bytes = 0;
       void* ptr = nullptr;
+      const detail::RelaxedCapture relaxed;
       GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, plan.staging_bytes),
                            s.where + ": " + what + ": the staging of other nodes' bytes");
       s.staging = std::unique_ptr<std::byte, detail::DeviceFree>(static_cast<std::byte*>(ptr), {s.device});
@@ -106,6 +108,7 @@ struct RootSide {
         try {
           detail::stream_wait(stream, detail::record_event(s.device, s.down.get()));
         } catch (...) {
+          const detail::RelaxedCapture relaxed;
           (void)cudaStreamSynchronize(s.down.get());
         }
       }

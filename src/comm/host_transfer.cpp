@@ -15,6 +15,7 @@
 #include "comm/host_gather_plan.hpp"
 #include "comm/shared_segment.hpp"
 #include "memory/pool_state.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
@@ -59,7 +60,10 @@ void know_nodes(CommunicatorState& s, const std::string& what) {
   std::memcpy(host.data() + record * static_cast<std::size_t>(s.rank), &mine, record);
   void* ptr = nullptr;
   const std::string step = what + " (the exchange of node identities)";
-  GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, all), s.where + ": " + step);
+  {
+    const RelaxedCapture relaxed;
+    GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, all), s.where + ": " + step);
+  }
   const std::unique_ptr<std::byte, DeviceFree> device(static_cast<std::byte*>(ptr), {s.device});
   std::byte* slot = device.get() + record * static_cast<std::size_t>(s.rank);
   const cudaStream_t stream = s.stream.get();

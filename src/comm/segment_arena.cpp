@@ -7,6 +7,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -16,6 +17,7 @@ RegisteredSegment::RegisteredSegment(SharedSegment segment, int device, const st
     : segment_(std::move(segment)), device_(device) {
   if (segment_.data() == nullptr) return;
   const DeviceGuard guard(device_);
+  const RelaxedCapture relaxed;
   GPUXFER_CUDA_TRY_CTX(cudaHostRegister(segment_.data(), segment_.size(), cudaHostRegisterPortable),
                        where + ": page-locking the shared segment " + segment_.name() + " of " +
                            std::to_string(segment_.size()) + " bytes");
@@ -25,6 +27,7 @@ RegisteredSegment::RegisteredSegment(SharedSegment segment, int device, const st
 RegisteredSegment::~RegisteredSegment() {
   if (registered_) {
     const DeviceGuard guard(device_, std::nothrow);
+    const RelaxedCapture relaxed;
     (void)cudaHostUnregister(segment_.data());
   }
   // segment_ unmaps (and unlinks, for the creator) as it goes.

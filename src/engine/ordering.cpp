@@ -5,6 +5,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/stream.hpp"
@@ -21,6 +22,7 @@ bool is_plain(cudaStream_t stream) noexcept {
 // Drops the events that have completed (a failed one stays: its waiter reports the failure); one a host
 // thread has seen complete costs no query.
 void prune(std::vector<SharedEvent>& events) {
+  const RelaxedCapture relaxed;
   std::erase_if(events, [](const SharedEvent& e) { return e->completed() || cudaEventQuery(e->get()) == cudaSuccess; });
 }
 

@@ -10,6 +10,7 @@
 #include <gpuxfer/host_registration.hpp>
 
 #include "memory/host_memory.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
@@ -60,6 +61,7 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
   // register_host knows no manager: it runs in a context that exists already (HostContextGuard).
   const cudaError_t err = [&] {
     const HostContextGuard context;
+    const RelaxedCapture relaxed;
     return cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   }();
   if (err == cudaSuccess) return;
@@ -78,6 +80,7 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
 void HostRegistry::remove(std::byte* ptr) noexcept {
   const cudaError_t err = [&] {
     const HostContextGuard context;
+    const RelaxedCapture relaxed;
     return cudaHostUnregister(ptr);
   }();
   if (err != cudaSuccess) {

@@ -13,6 +13,7 @@
 
 #include "memory/numa_memory.hpp"
 #include "memory/pool_state.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
@@ -33,6 +34,7 @@ namespace {
 // the manager's gets one.
 std::byte* allocate(std::size_t bytes, int node, int device) {
   const HostContextGuard context(device);
+  const RelaxedCapture relaxed;
   if (node >= 0) return allocate_on_node(bytes, node);
   void* block = nullptr;
   const cudaError_t err = cudaHostAlloc(&block, bytes, cudaHostAllocPortable);
@@ -47,6 +49,7 @@ std::byte* allocate(std::size_t bytes, int node, int device) {
 
 void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
   const HostContextGuard context(device);
+  const RelaxedCapture relaxed;
   if (key.first >= 0) {
     free_on_node(block, key.second);
   } else {

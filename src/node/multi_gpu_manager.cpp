@@ -11,6 +11,7 @@
 #include "node/manager_state.hpp"
 #include "node/numa.hpp"
 #include "node/topology.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
@@ -81,6 +82,7 @@ void enable_peers(ManagerState& state) {
         continue;
       }
       DeviceGuard guard(state.ordinal(a));
+      const RelaxedCapture relaxed;
       const cudaError_t err = cudaDeviceEnablePeerAccess(state.ordinal(b), 0);
       if (err == cudaErrorPeerAccessAlreadyEnabled) {
         (void)cudaGetLastError();

@@ -7,6 +7,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -26,6 +27,7 @@ std::string faulted_devices(const ManagerState& m) {
   std::string names;
   for (std::size_t i = 0; i < m.size(); ++i) {
     const DeviceGuard guard(m.ordinal(i), std::nothrow);
+    const RelaxedCapture relaxed;
     if (guard.entered() && is_sticky(cudaStreamQuery(m.streams_of(i).d2d.get()))) {
       names += (names.empty() ? "" : ", ") + device_name(m, i);
     }

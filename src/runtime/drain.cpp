@@ -1,5 +1,7 @@
 #include "runtime/drain.hpp"
 
+#include "runtime/capture_mode.hpp"
+
 namespace gpuxfer::detail {
 
 DrainOnError::~DrainOnError() {
@@ -8,6 +10,7 @@ DrainOnError::~DrainOnError() {
     // A capturing stream runs nothing (its work is nodes of a graph) and must not be synchronised.
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) continue;
+    const RelaxedCapture relaxed;
     (void)cudaStreamSynchronize(stream);
   }
   (void)cudaGetLastError();

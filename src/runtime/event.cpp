@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -34,11 +35,13 @@ cudaError_t Event::seen(cudaError_t status) const noexcept {
 
 cudaError_t Event::query() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
+  const RelaxedCapture relaxed;
   return seen(cudaEventQuery(event_));
 }
 
 cudaError_t Event::synchronize() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
+  const RelaxedCapture relaxed;
   return seen(cudaEventSynchronize(event_));
 }
 
@@ -93,6 +96,7 @@ SharedEvent record_event_or_wait(int device, cudaStream_t stream) noexcept {
   try {
     return record_event(device, stream);
   } catch (...) {
+    const RelaxedCapture relaxed;
     (void)cudaStreamSynchronize(stream);
     return nullptr;
   }

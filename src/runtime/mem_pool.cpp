@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 
@@ -10,6 +11,7 @@ namespace gpuxfer::detail {
 
 MemPool::MemPool(int device, std::size_t keep_bytes) : device_(device) {
   DeviceGuard guard(device);  // a thread without a context must not get device 0's
+  const RelaxedCapture relaxed;
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -26,6 +28,7 @@ MemPool::MemPool(int device, std::size_t keep_bytes) : device_(device) {
 MemPool::~MemPool() {
   if (pool_ == nullptr) return;
   const DeviceGuard guard(device_, std::nothrow);
+  const RelaxedCapture relaxed;
   (void)cudaMemPoolDestroy(pool_);
 }
 

@@ -135,6 +135,76 @@ def test_a_capture_while_an_earlier_calls_keep_alive_is_listed(manager, lib):
         same(out, whole, "the captured gather_into, replayed")
 
 
+def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib):
+    """While torch.cuda.graph captures (global mode) on one thread, CUDA refuses the calls it counts unsafe
+    (allocating pinned memory, registering, waiting for events and streams) from every thread, and that
+    capture is lost. Blocking calls on another thread, waiting for that thread's current stream, and a
+    stream= call there must succeed with the right bytes, and the capture must end intact and replay."""
+    if lib.name != "torch":
+        pytest.skip("captured with torch.cuda.graph")
+    torch = lib.torch
+    import threading
+
+    transfer = gpuxfer.Transfer(manager)
+    n = manager.device_count
+    ordinal = manager.devices[0].ordinal
+    expected = [pattern(i, NBYTES, 31) for i in range(n)]
+    tensors = [lib.upload(info.ordinal, expected[i]) for i, info in enumerate(manager.devices)]
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t)
+    sent = pattern(0, NBYTES, 32)
+    theirs = device0_stream(manager, lib)
+    static_in = torch.zeros(NBYTES, dtype=torch.uint8, device=f"cuda:{ordinal}")
+    static_out = torch.empty_like(static_in)
+    lib.synchronize()
+    failures, got = [], {}
+
+    def other():
+        steps = [
+            ("gather_all", lambda: transfer.gather_all()),
+            ("gather_into pageable", lambda: gather_into_poisoned()),
+            ("gather_into registered", lambda: gather_into_registered()),
+            ("broadcast pageable", lambda: transfer.broadcast(sent)),
+            ("gather_into after the broadcast, stream=", lambda: gather_into_poisoned(stream=theirs)),
+        ]
+        with torch.cuda.stream(theirs):  # the blocking forms wait for this thread's current stream
+            for name, step in steps:
+                try:
+                    got[name] = step()
+                except Exception as error:  # noqa: BLE001 - every step's failure is reported
+                    failures.append(f"{name}: {error!r}")
+
+    def gather_into_poisoned(**stream):
+        out = np.full(n * NBYTES, POISON, np.uint8)
+        transfer.gather_into(out, **stream)
+        return out
+
+    def gather_into_registered():
+        out = np.full(n * NBYTES, POISON, np.uint8)
+        with gpuxfer.register_host(out):
+            transfer.gather_into(out)
+        return out
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.device(ordinal):
+        with torch.cuda.graph(graph):  # torch's default: global capture mode
+            static_out.copy_(static_in)
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+        assert not failures, "\n".join(failures)
+        for i in range(n):
+            same(got["gather_all"][i], expected[i], f"gather_all, device {i}")
+            for name in ("gather_into pageable", "gather_into registered"):
+                same(got[name][i * NBYTES : (i + 1) * NBYTES], expected[i], f"{name}, device {i}")
+            piece = got["gather_into after the broadcast, stream="][i * NBYTES : (i + 1) * NBYTES]
+            same(piece, sent, f"gather_into after the broadcast, device {i}")
+        static_in.fill_(7)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert bool((static_out == 7).all()), "the captured copy did not replay"
+
+
 def test_gather_into_pageable_with_stream_returns_with_the_bytes(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     s = device0_stream(manager, lib)

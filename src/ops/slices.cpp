@@ -15,6 +15,7 @@
 #include "engine/transfer_state.hpp"
 #include "memory/host_memory.hpp"
 #include "node/pointer_checks.hpp"
+#include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
@@ -102,6 +103,7 @@ std::size_t queue_gather_slices(detail::TransferState& t, std::span<const Device
       if (p.items.empty()) continue;
       detail::DeviceStreams& s = m.streams_of(d);
       detail::DeviceGuard guard(s.ordinal);
+      const detail::RelaxedCapture relaxed;  // the scratch's stream-ordered allocation, on gpuxfer's stream
       const cudaStream_t stream = s.d2h.get();
       drain.add(stream);
       detail::stream_wait(stream, marks[d].ready);

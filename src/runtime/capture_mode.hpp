@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime/driver_api.hpp"
+
 namespace gpuxfer::detail {
 
 /// While any stream of the process captures a CUDA graph in global mode (torch.cuda.graph's default),
@@ -12,16 +14,17 @@ namespace gpuxfer::detail {
 /// the caller's host memory, never work of a capture: each is made with the calling thread relaxed for
 /// its scope, so that an application capturing on one thread can keep moving data on another. A call
 /// that does conflict with a capture (a query of an event recorded inside one) is refused as before.
-/// The thread's own mode is restored when the scope ends.
+/// The thread's own mode is restored when the scope ends; its current context is left as it was (the
+/// driver's call switches the mode, see exchange_capture_mode).
 class RelaxedCapture {
  public:
-  RelaxedCapture() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture() noexcept { (void)exchange_capture_mode(mode_); }
+  ~RelaxedCapture() { (void)exchange_capture_mode(mode_); }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;  // the thread's own while in scope
+  int mode_ = cudaStreamCaptureModeRelaxed;  // the thread's own while in scope
 };
 
 }  // namespace gpuxfer::detail

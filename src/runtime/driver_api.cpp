@@ -48,6 +48,16 @@ int set_current_context(CUctx_st* context) noexcept {
   return static_cast<int>(set_current(context));
 }
 
+int exchange_capture_mode(int& mode) noexcept {
+  static const auto exchange =
+      load<PFN_cuThreadExchangeStreamCaptureMode_v10010>("cuThreadExchangeStreamCaptureMode", 10010);
+  if (exchange == nullptr) return -1;
+  auto driver_mode = static_cast<CUstreamCaptureMode>(mode);
+  const CUresult result = exchange(&driver_mode);
+  if (result == CUDA_SUCCESS) mode = static_cast<int>(driver_mode);
+  return static_cast<int>(result);
+}
+
 bool primary_context_active(int ordinal) noexcept {
   static const auto get_device = load<PFN_cuDeviceGet_v2000>("cuDeviceGet", 2000);
   static const auto get_state =

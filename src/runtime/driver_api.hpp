@@ -29,6 +29,13 @@ struct AddressRange {
 /// the driver's CUresult (0 on success), -1 when the entry point is unavailable.
 [[nodiscard]] int set_current_context(CUctx_st* context) noexcept;
 
+/// cuThreadExchangeStreamCaptureMode: sets the calling thread's stream-capture mode to @p mode (a
+/// CUstreamCaptureMode, numbered as cudaStreamCaptureMode) and leaves the one it had in @p mode. The
+/// driver's call, not the runtime's: cudaThreadExchangeStreamCaptureMode makes the current device's
+/// primary context current on a thread that had none. Returns the driver's CUresult (0 on success), -1
+/// when the entry point is unavailable (@p mode unchanged).
+[[nodiscard]] int exchange_capture_mode(int& mode) noexcept;
+
 /// cuDevicePrimaryCtxGetState: whether CUDA ordinal @p ordinal's primary context exists (is active), so
 /// that making it current creates nothing. False when the driver cannot say.
 [[nodiscard]] bool primary_context_active(int ordinal) noexcept;

@@ -181,9 +181,10 @@ class TestRelaxed {
 // While one thread's stream captures in global mode (torch.cuda.graph's default), a CUDA call that CUDA
 // counts unsafe from any other thread fails and invalidates that capture. Another thread runs every kind
 // of operation meanwhile: the first leases of the pinned pool, blocking gathers into pinned, pageable and
-// registered memory, a pageable broadcast, a handle's wait, a stream-ordered gather, gather_slices and
-// (with 2 devices) a staged copy; every one must succeed with the right bytes, and the capture (a producer
-// kernel) must end intact and replay. Each step's failure is collected, so one run names them all.
+// registered memory, a pageable broadcast, a handle's wait, a stream-ordered gather, gather_slices, a
+// manager and a transfer made and dropped, and (with 2 devices) a staged copy; every one must succeed with
+// the right bytes, and the capture (a producer kernel) must end intact and replay. Each step's failure is
+// collected, so one run names them all.
 TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   const std::size_t n = device_count();
   for (std::size_t i = 0; i < n; ++i) register_pattern(i, kBytes);
@@ -257,6 +258,13 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
       xfer().broadcast(sent);
       broadcast_done = true;
       gathered_into(pageable, "gather_into after the broadcast");
+    });
+    step("a manager and a transfer made, used and dropped", [&] {
+      InterGpuTransfer fresh(MultiGpuManager::create(options()));
+      for (std::size_t i = 0; i < n; ++i) fresh.set_device_buffer(i, xfer().device_buffer(i)->ptr, kBytes);
+      std::fill(pageable.begin(), pageable.end(), kPoison);
+      (void)fresh.gather_into(pageable);
+      want_all(pageable, "a fresh transfer's gather_into");
     });
     if (n >= 2) {
       step("copy_device_buffer 0 -> 1, staged", [&] {

@@ -15,6 +15,11 @@
 //   graphs           broadcast_async, all_gather_async and copy_async captured into a CUDA graph and
 //                    replayed 100 times behind a producer that writes new bytes before each replay, every
 //                    replay verified; the operations that need the host refused while capturing
+//   beside-capture   while the main thread's stream captures in global mode (torch.cuda.graph's default), a
+//                    second thread runs the blocking operations (all_gather, broadcast, gather_to_host,
+//                    broadcast_from_host from pageable memory, synchronize of a stream-ordered all_gather):
+//                    each must succeed with every byte right and the capture must end intact; prints
+//                    "rank R of N: beside a capture, C checks passed" and exits 0
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <algorithm>
@@ -26,6 +31,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -611,6 +617,106 @@ int run_graphs() {
   return 0;
 }
 
+// The blocking operations on a second thread while the main thread's stream captures in global mode: CUDA
+// refuses the calls it counts unsafe from every thread then (allocations, registrations, event and stream
+// waits) and the capture is lost; each step's failure is collected, then every result is counted.
+int run_beside_capture() {
+  Communicator comm = Communicator::from_environment();
+  cuda_check(cudaSetDevice(comm.device()), "cudaSetDevice");
+  const int rank = comm.rank();
+  const int world = comm.world_size();
+  const std::size_t bytes = (1 << 20) + 7;
+  const auto total = bytes * static_cast<std::size_t>(world);
+  DeviceMemory send(comm.device(), bytes);
+  DeviceMemory buffer(comm.device(), bytes);
+  DeviceMemory uploaded(comm.device(), bytes);
+  DeviceMemory gathered(comm.device(), total);
+  DeviceMemory gathered_async(comm.device(), total);
+  DeviceMemory produced(comm.device(), bytes);
+  gpuxfer::testing::Stream captured(comm.device());
+  gpuxfer::testing::Stream theirs(comm.device());
+  const std::uint64_t mine = seed_of(rank, 2000);
+  const std::uint64_t sent = seed_of(0, 2001);
+  const std::uint64_t producer = seed_of(rank, 2002);
+  std::vector<std::byte> host(bytes);
+  gpuxfer::pattern::fill_host(host, seed_of(0, 2003));
+  gpuxfer::pattern::fill_device(send.get(), bytes, mine, 0, theirs.get());
+  if (rank == 0) gpuxfer::pattern::fill_device(buffer.get(), bytes, sent, 0, theirs.get());
+  theirs.synchronize();
+
+  std::vector<std::string> failures;
+  std::vector<gpuxfer::HostBuffer> host_results;
+  cuda_check(cudaStreamBeginCapture(captured.get(), cudaStreamCaptureModeGlobal), "begin capture");
+  gpuxfer::pattern::fill_device(produced.get(), bytes, producer, 0, captured.get());
+  std::thread other([&] {
+    const auto step = [&](const char* what, auto&& call) {
+      try {
+        call();
+      } catch (const std::exception& e) {
+        failures.push_back(std::string(what) + ": " + e.what());
+      }
+    };
+    step("all_gather", [&] { comm.all_gather(send.get(), bytes, gathered.get(), total); });
+    step("broadcast", [&] { comm.broadcast(buffer.get(), bytes, 0); });
+    step("gather_to_host", [&] { host_results = comm.gather_to_host(send.get(), bytes, 0); });
+    step("broadcast_from_host (pageable)",
+         [&] { comm.broadcast_from_host(rank == 0 ? std::span<const std::byte>(host) : std::span<const std::byte>{},
+                                        uploaded.get(), bytes, 0); });
+    step("all_gather_async and synchronize", [&] {
+      comm.all_gather_async(send.get(), bytes, gathered_async.get(), total, theirs.get());
+      comm.synchronize(theirs.get());
+    });
+  });
+  other.join();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(captured.get(), &graph);
+  (void)cudaGetLastError();
+  if (ended != cudaSuccess) failures.push_back(std::string("the capture ended with ") + cudaGetErrorName(ended));
+
+  int checks = 0;
+  const auto expect = [&](const void* data, std::size_t size, std::uint64_t pattern, const std::string& what) {
+    ++checks;
+    const std::size_t wrong = gpuxfer::pattern::count_mismatches_device(data, size, pattern, 0, theirs.get());
+    if (wrong != 0) failures.push_back(what + ": " + std::to_string(wrong) + " wrong bytes");
+  };
+  if (ended == cudaSuccess) {
+    cudaGraphExec_t exec = nullptr;
+    cuda_check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    cuda_check(cudaGraphLaunch(exec, captured.get()), "launch");
+    captured.synchronize();
+    cuda_check(cudaGraphExecDestroy(exec), "destroy");
+    expect(produced.get(), bytes, producer, "the captured producer's output");
+  }
+  if (graph != nullptr) cuda_check(cudaGraphDestroy(graph), "destroy");
+  for (int r = 0; r < world; ++r) {
+    const auto offset = bytes * static_cast<std::size_t>(r);
+    expect(static_cast<const std::byte*>(gathered.get()) + offset, bytes, seed_of(r, 2000),
+           "all_gather, rank " + std::to_string(r) + "'s part");
+    expect(static_cast<const std::byte*>(gathered_async.get()) + offset, bytes, seed_of(r, 2000),
+           "all_gather_async, rank " + std::to_string(r) + "'s part");
+  }
+  expect(buffer.get(), bytes, sent, "broadcast");
+  expect(uploaded.get(), bytes, seed_of(0, 2003), "broadcast_from_host");
+  if (rank == 0) {
+    for (int r = 0; r < world; ++r) {
+      ++checks;
+      const auto index = static_cast<std::size_t>(r);
+      if (host_results.size() <= index || host_results[index].size() != bytes ||
+          gpuxfer::pattern::count_mismatches_host(host_results[index].span(), seed_of(r, 2000), 0) != 0) {
+        failures.push_back("gather_to_host, rank " + std::to_string(r) + "'s result");
+      }
+    }
+  }
+  if (!failures.empty()) {
+    std::string all;
+    for (const std::string& f : failures) all += "\n  " + f;
+    std::printf("rank %d of %d: FAILED: %zu beside a capture:%s\n", rank, world, failures.size(), all.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d: beside a capture, %d checks passed\n", rank, world, checks);
+  return 0;
+}
+
 int exit_early(int leaver) {
   const auto env = gpuxfer::detail::launch_env_from_process();
   if (env.rank == leaver) {
@@ -632,6 +738,7 @@ int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "ops") return run_ops(argc > 2 && std::string(argv[2]) == "separate-nodes");
   if (mode == "graphs") return run_graphs();
+  if (mode == "beside-capture") return run_beside_capture();
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

@@ -79,6 +79,22 @@ TEST(CommunicatorGpu, AWorldOfTwoReplaysCapturedOperations) {
   expect_every_rank(run, 2, "100 replays verified");
 }
 
+// The blocking operations on another thread while a stream captures in global mode: every byte right,
+// the capture intact.
+TEST(CommunicatorGpu, AWorldOfOneWorksBesideAGlobalModeCapture) {
+  REQUIRE_GPUS(1);
+  const LaunchRun run = launch("-n 1 -- " + probe + " beside-capture", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 1, "beside a capture, ");
+}
+
+TEST(CommunicatorGpu, AWorldOfTwoWorksBesideAGlobalModeCapture) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run = launch("-n 2 -- " + probe + " beside-capture", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 2, "beside a capture, ");
+}
+
 // NCCL's network transport, the path between nodes, on one machine.
 TEST(CommunicatorGpu, AWorldOfTwoOverTheNetworkTransport) {
   REQUIRE_GPUS(2);

@@ -3,15 +3,16 @@
 //                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them;
 //                    broadcast_from_host from pageable and pinned host memory, and a recv too small refused
 //                    on every rank; the stream-ordered host operations behind a slow producer on their
-//                    stream, gather_to_host_async with a write queued right behind it), every byte compared; gather_to_host's reused segments (results of two
-//                    calls alive at once apart, a later call's in the same memory once they are dropped,
-//                    results still right after the communicator is gone, no /dev/shm segment left after
-//                    them); prints "rank R of N: no shared segment left" and "rank R of N: C checks
-//                    passed" and exits 0, else prints the first mismatch and exits 1
+//                    stream, gather_to_host_async with a write queued right behind it), every byte compared;
+//                    gather_to_host's reused segments (results of two calls alive at once apart, a later
+//                    call's in the same memory once they are dropped, results still right after the
+//                    communicator is gone, no /dev/shm segment left after them); prints "rank R of N: no
+//                    shared segment left" and "rank R of N: C checks passed" and exits 0, else prints the
+//                    first mismatch and exits 1
 //   ops separate-nodes
-//                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R): gather_to_host
-//                    and broadcast_from_host take the path between nodes (NCCL with the root's GPU) instead
-//                    of the shared segment
+//                    as ops, each rank on a node of its own (GPUXFER_NODE_ID=comm-probe-rank-R):
+//                    gather_to_host and broadcast_from_host take the path between nodes (NCCL with the root's
+//                    GPU) instead of the shared segment
 //   graphs           broadcast_async, all_gather_async and copy_async captured into a CUDA graph and
 //                    replayed 100 times behind a producer that writes new bytes before each replay, every
 //                    replay verified; the operations that need the host refused while capturing
@@ -20,15 +21,16 @@
 //                    broadcast_from_host from pageable memory, synchronize of a stream-ordered all_gather):
 //                    each must succeed with every byte right and the capture must end intact; prints
 //                    "rank R of N: beside a capture, C checks passed" and exits 0
-//   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the others create their
+//   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the
+//   others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
-#include <span>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -659,9 +661,10 @@ int run_beside_capture() {
     step("all_gather", [&] { comm.all_gather(send.get(), bytes, gathered.get(), total); });
     step("broadcast", [&] { comm.broadcast(buffer.get(), bytes, 0); });
     step("gather_to_host", [&] { host_results = comm.gather_to_host(send.get(), bytes, 0); });
-    step("broadcast_from_host (pageable)",
-         [&] { comm.broadcast_from_host(rank == 0 ? std::span<const std::byte>(host) : std::span<const std::byte>{},
-                                        uploaded.get(), bytes, 0); });
+    step("broadcast_from_host (pageable)", [&] {
+      comm.broadcast_from_host(rank == 0 ? std::span<const std::byte>(host) : std::span<const std::byte>{},
+                               uploaded.get(), bytes, 0);
+    });
     step("all_gather_async and synchronize", [&] {
       comm.all_gather_async(send.get(), bytes, gathered_async.get(), total, theirs.get());
       comm.synchronize(theirs.get());
@@ -671,10 +674,12 @@ int run_beside_capture() {
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(captured.get(), &graph);
   (void)cudaGetLastError();
-  if (ended != cudaSuccess) failures.push_back(std::string("the capture ended with ") + cudaGetErrorName(ended));
+  if (ended != cudaSuccess)
+    failures.push_back(std::string("the capture ended with ") + cudaGetErrorName(ended));
 
   int checks = 0;
-  const auto expect = [&](const void* data, std::size_t size, std::uint64_t pattern, const std::string& what) {
+  const auto expect = [&](const void* data, std::size_t size, std::uint64_t pattern,
+                          const std::string& what) {
     ++checks;
     const std::size_t wrong = gpuxfer::pattern::count_mismatches_device(data, size, pattern, 0, theirs.get());
     if (wrong != 0) failures.push_back(what + ": " + std::to_string(wrong) + " wrong bytes");
@@ -710,7 +715,8 @@ int run_beside_capture() {
   if (!failures.empty()) {
     std::string all;
     for (const std::string& f : failures) all += "\n  " + f;
-    std::printf("rank %d of %d: FAILED: %zu beside a capture:%s\n", rank, world, failures.size(), all.c_str());
+    std::printf("rank %d of %d: FAILED: %zu beside a capture:%s\n", rank, world, failures.size(),
+                all.c_str());
     return 1;
   }
   std::printf("rank %d of %d: beside a capture, %d checks passed\n", rank, world, checks);

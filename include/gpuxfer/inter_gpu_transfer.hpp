@@ -50,9 +50,11 @@ struct TransferState;
 ///    throws Errc::unsupported saying why. CUDA does not tell a capturing stream's device: it must be
 ///    the calling thread's current device. Capture from one thread at a time per manager, and run no
 ///    other operation of that manager meanwhile: gpuxfer's per-device streams join the capture. A capture
-///    holding no operation of the manager, on another thread and in any mode (global included), does
-///    not hinder its operations, blocking or not, nor invalidates: the calls CUDA counts unsafe during
-///    one (allocations, registrations, event and stream waits) are made with the thread relaxed.
+///    holding no operation of the manager, on another thread and in any mode (global included), on a
+///    stream created with cudaStreamNonBlocking, neither hinders its operations, blocking or not, nor is
+///    invalidated by them: the calls CUDA counts unsafe during one (allocations, registrations, event and
+///    stream waits) are made with the thread relaxed. (While a blocking stream captures, CUDA refuses any
+///    use of the legacy default stream, which operations given no stream order with.)
 ///  - Blocking forms are the same work plus a host wait. gather_to_device and gather_slices, whose
 ///    outputs or inputs are caller memory, order it with the legacy default stream, as cudaMemcpy does.
 ///  - A call that throws after it queued part of its work (a later device's staging out of pinned memory,

@@ -5,6 +5,9 @@
 #include <string>
 #include <utility>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <gpuxfer/error.hpp>
 
 namespace gpuxfer::python {
@@ -37,18 +40,41 @@ class CurrentDevice {
   bool switched_ = false;
 };
 
+// The driver's cuThreadExchangeStreamCaptureMode, nullptr when the driver lacks it. Not the runtime's
+// cudaThreadExchangeStreamCaptureMode, which makes the current device's primary context current on a
+// thread that had none (as the library's own RelaxedCapture, src/runtime/capture_mode.hpp).
+PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_capture_mode() noexcept {
+  static const auto exchange = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuThreadExchangeStreamCaptureMode", &fn, 10010, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuThreadExchangeStreamCaptureMode_v10010>(fn);
+  }();
+  return exchange;
+}
+
 // While a stream of the process captures in global mode (torch.cuda.graph's default) an event query or
 // wait from any thread would invalidate that capture: this thread is relaxed for the scope. None of the
 // events it queries was recorded in a capture (StreamMark records none there).
 class RelaxedCapture {
  public:
-  RelaxedCapture() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture() noexcept : exchange_(exchange_capture_mode()) {
+    if (exchange_ != nullptr && exchange_(&mode_) != CUDA_SUCCESS) exchange_ = nullptr;
+  }
+  ~RelaxedCapture() {
+    if (exchange_ != nullptr) (void)exchange_(&mode_);
+  }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;  // the thread's own while in scope
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_;      // nullptr: not switched, nothing to restore
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // the thread's own while in scope
 };
 
 }  // namespace
@@ -74,10 +100,7 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
   cudaError_t rc = cudaSuccess;
   {
     nb::gil_scoped_release gil;
-    // Not capturing, so relaxed for another thread's global-mode capture; the legacy stream is not
-    // relaxed, for waiting on it could wait on a blocking stream that captures.
-    std::optional<RelaxedCapture> relaxed;
-    if (stream != nullptr && stream != cudaStreamLegacy) relaxed.emplace();
+    const RelaxedCapture relaxed;  // not capturing: another thread's global-mode capture may refuse it
     rc = cudaStreamSynchronize(stream);
   }
   check(rc, what + ": waiting for the current stream");

@@ -62,7 +62,9 @@ void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
 bool gpu_done_with(cudaError_t status) noexcept {
   switch (status) {
     case cudaErrorNotReady:
-    // Refused because a stream captures (another thread's in global mode, mostly): they pass with it.
+    // Refused because a stream captures: the queries are made relaxed, so another thread's capture in
+    // global mode refuses none, but an event last recorded inside a capture is refused in every mode.
+    case cudaErrorCapturedEvent:
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureImplicit:
@@ -104,7 +106,7 @@ PoolState::~PoolState() {
 void PoolState::sweep_locked() noexcept {
   for (std::size_t i = 0; i < pending.size();) {
     std::vector<SharedEvent>& after = pending[i].after;
-    // Not ready, or a query CUDA refused (another thread captures in global mode): the block stays.
+    // Not ready, or a query CUDA refused (an event recorded in a capture): the block stays.
     while (!after.empty() && settled(after.back()->query())) after.pop_back();
     if (!after.empty()) {
       ++i;

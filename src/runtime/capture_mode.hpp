@@ -18,13 +18,16 @@ namespace gpuxfer::detail {
 /// driver's call switches the mode, see exchange_capture_mode).
 class RelaxedCapture {
  public:
-  RelaxedCapture() noexcept { (void)exchange_capture_mode(mode_); }
-  ~RelaxedCapture() { (void)exchange_capture_mode(mode_); }
+  RelaxedCapture() noexcept : switched_(exchange_capture_mode(mode_) == 0) {}
+  ~RelaxedCapture() {
+    if (switched_) (void)exchange_capture_mode(mode_);
+  }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
   int mode_ = cudaStreamCaptureModeRelaxed;  // the thread's own while in scope
+  bool switched_ = false;                    // restored only when it was switched
 };
 
 }  // namespace gpuxfer::detail

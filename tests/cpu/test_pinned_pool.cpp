@@ -135,17 +135,17 @@ TEST(PinnedPool, BufferOutlivesItsPool) {
 }
 
 // Which statuses of an event let a pending block go back to the cache: completion and the device's end
-// (any fault, a destroyed context); never a query CUDA refused, as while another thread captures a graph
-// in global mode, which says nothing about the DMA still reading the block.
+// (any fault, a destroyed context); never a query CUDA refused (an event recorded in a capture, a capture
+// in global mode where a query is not relaxed), which says nothing about the DMA still reading the block.
 TEST(PinnedPoolPending, ABlockLeavesThePendingListOnlyWhenTheGpuIsDoneWithIt) {
   for (const cudaError_t done : {cudaSuccess, cudaErrorIllegalAddress, cudaErrorLaunchFailure,
                                  cudaErrorContained, cudaErrorExternalDevice, cudaErrorMpsClientTerminated,
                                  cudaErrorContextIsDestroyed, cudaErrorCudartUnloading}) {
     EXPECT_TRUE(detail::gpu_done_with(done)) << cudaGetErrorName(done);
   }
-  for (const cudaError_t busy :
-       {cudaErrorNotReady, cudaErrorStreamCaptureUnsupported, cudaErrorStreamCaptureImplicit,
-        cudaErrorStreamCaptureInvalidated, cudaErrorStreamCaptureWrongThread, cudaErrorNotPermitted}) {
+  for (const cudaError_t busy : {cudaErrorNotReady, cudaErrorCapturedEvent, cudaErrorStreamCaptureUnsupported,
+                                 cudaErrorStreamCaptureImplicit, cudaErrorStreamCaptureInvalidated,
+                                 cudaErrorStreamCaptureWrongThread, cudaErrorNotPermitted}) {
     EXPECT_FALSE(detail::gpu_done_with(busy)) << cudaGetErrorName(busy);
   }
 }

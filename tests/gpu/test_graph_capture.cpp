@@ -233,15 +233,6 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
       const HostRegistration registration = register_host(registered);
       gathered_into(registered, "gather_into registered");
     });
-    step("gather_into_async on the thread's stream", [&] {
-      std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
-      (void)xfer().gather_into_async(pinned.span(), theirs.get());
-      {
-        const TestRelaxed relaxed;
-        theirs.synchronize();
-      }
-      want_all(pinned.span(), "gather_into_async");
-    });
     step("gather_all_async and its handle's get", [&] {
       GatherHandle handle = xfer().gather_all_async(theirs.get());
       const std::vector<HostBuffer> results = handle.get();
@@ -272,6 +263,17 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
         gathered_into(pageable, "gather_into after the staged copy");
       });
     }
+    // Last: the test's own wait relaxes this thread through the runtime, which makes a context current on
+    // it, and the steps before run on a thread that has none, as a fresh application thread.
+    step("gather_into_async on the thread's stream", [&] {
+      std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
+      (void)xfer().gather_into_async(pinned.span(), theirs.get());
+      {
+        const TestRelaxed relaxed;
+        theirs.synchronize();
+      }
+      want_all(pinned.span(), "gather_into_async");
+    });
   });
   other.join();
   std::string all;

@@ -138,8 +138,9 @@ def test_a_capture_while_an_earlier_calls_keep_alive_is_listed(manager, lib):
 def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib):
     """While torch.cuda.graph captures (global mode) on one thread, CUDA refuses the calls it counts unsafe
     (allocating pinned memory, registering, waiting for events and streams) from every thread, and that
-    capture is lost. Blocking calls on another thread, waiting for that thread's current stream, and a
-    stream= call there must succeed with the right bytes, and the capture must end intact and replay."""
+    capture is lost. Blocking calls on another thread (gather_to_device and gather_slices waiting on the
+    host for that thread's current stream first) and a stream= call there must succeed with the right
+    bytes, and the capture must end intact and replay."""
     if lib.name != "torch":
         pytest.skip("captured with torch.cuda.graph")
     torch = lib.torch
@@ -154,6 +155,7 @@ def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib
         transfer.set_device_buffer(i, t)
     sent = pattern(0, NBYTES, 32)
     theirs = device0_stream(manager, lib)
+    on_device = torch.empty(n * NBYTES, dtype=torch.uint8, device=f"cuda:{ordinal}")  # made before the capture
     static_in = torch.zeros(NBYTES, dtype=torch.uint8, device=f"cuda:{ordinal}")
     static_out = torch.empty_like(static_in)
     lib.synchronize()
@@ -164,6 +166,8 @@ def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib
             ("gather_all", lambda: transfer.gather_all()),
             ("gather_into pageable", lambda: gather_into_poisoned()),
             ("gather_into registered", lambda: gather_into_registered()),
+            ("gather_to_device", lambda: transfer.gather_to_device(0, on_device)),
+            ("gather_slices", lambda: gather_slices_poisoned()),
             ("broadcast pageable", lambda: transfer.broadcast(sent)),
             ("gather_into after the broadcast, stream=", lambda: gather_into_poisoned(stream=theirs)),
         ]
@@ -177,6 +181,11 @@ def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib
     def gather_into_poisoned(**stream):
         out = np.full(n * NBYTES, POISON, np.uint8)
         transfer.gather_into(out, **stream)
+        return out
+
+    def gather_slices_poisoned():
+        out = np.full(n * NBYTES, POISON, np.uint8)
+        transfer.gather_slices([(i, t) for i, t in enumerate(tensors)], out)
         return out
 
     def gather_into_registered():
@@ -195,10 +204,11 @@ def test_calls_on_another_thread_leave_a_global_mode_capture_intact(manager, lib
         assert not failures, "\n".join(failures)
         for i in range(n):
             same(got["gather_all"][i], expected[i], f"gather_all, device {i}")
-            for name in ("gather_into pageable", "gather_into registered"):
+            for name in ("gather_into pageable", "gather_into registered", "gather_slices"):
                 same(got[name][i * NBYTES : (i + 1) * NBYTES], expected[i], f"{name}, device {i}")
             piece = got["gather_into after the broadcast, stream="][i * NBYTES : (i + 1) * NBYTES]
             same(piece, sent, f"gather_into after the broadcast, device {i}")
+        same(on_device.cpu().numpy(), np.concatenate(expected), "gather_to_device")
         static_in.fill_(7)
         graph.replay()
         torch.cuda.synchronize()

@@ -181,10 +181,10 @@ class TestRelaxed {
 // While one thread's stream captures in global mode (torch.cuda.graph's default), a CUDA call that CUDA
 // counts unsafe from any other thread fails and invalidates that capture. Another thread runs every kind
 // of operation meanwhile: the first leases of the pinned pool, blocking gathers into pinned, pageable and
-// registered memory, a pageable broadcast, a handle's wait, a stream-ordered gather, gather_slices, a
-// manager and a transfer made and dropped, and (with 2 devices) a staged copy; every one must succeed with
-// the right bytes, and the capture (a producer kernel) must end intact and replay. Each step's failure is
-// collected, so one run names them all.
+// registered memory, a pageable broadcast, a handle polled and waited for, gather_to_device, a
+// stream-ordered gather, gather_slices, a manager and a transfer made and dropped, and (with 2 devices) a
+// staged copy; every one must succeed with the right bytes, and the capture (a producer kernel) must end
+// intact and replay. Each step's failure is collected, so one run names them all.
 TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   const std::size_t n = device_count();
   for (std::size_t i = 0; i < n; ++i) register_pattern(i, kBytes);
@@ -192,6 +192,8 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   const Stream captured(ordinal(0));
   const Stream theirs(ordinal(0));
   DeviceMemory& target = allocate(0, kBytes);
+  DeviceMemory& on_device = allocate(0, n * kBytes);  // gather_to_device's output, counted after the capture
+  bool gathered_on_device = false;
   PinnedMemory pinned(n * kBytes);  // CUDA allocations of the test itself: all before the capture
   std::vector<std::byte> pageable(n * kBytes);
   std::vector<std::byte> registered(n * kBytes);
@@ -233,10 +235,15 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
       const HostRegistration registration = register_host(registered);
       gathered_into(registered, "gather_into registered");
     });
-    step("gather_all_async and its handle's get", [&] {
+    step("gather_all_async, its handle polled with ready, then get", [&] {
       GatherHandle handle = xfer().gather_all_async(theirs.get());
+      while (!handle.ready()) std::this_thread::yield();
       const std::vector<HostBuffer> results = handle.get();
       for (std::size_t i = 0; i < n; ++i) want(results.at(i).span(), i, "gather_all_async");
+    });
+    step("gather_to_device into device 0's memory", [&] {
+      (void)xfer().gather_to_device(0, on_device.get(), n * kBytes);
+      gathered_on_device = true;
     });
     step("gather_slices into pageable memory", [&] {
       std::vector<DeviceSlice> slices;
@@ -284,6 +291,10 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   captured.synchronize();
   EXPECT_TRUE(
       device_matches(ordinal(0), target.get(), kBytes, other_seed(1), 0, "the captured producer's output"));
+  for (std::size_t i = 0; gathered_on_device && i < n; ++i) {
+    EXPECT_TRUE(device_matches(ordinal(0), static_cast<const std::byte*>(on_device.get()) + i * kBytes,
+                               kBytes, seed(i), 0, "gather_to_device, device " + std::to_string(i)));
+  }
 }
 
 class MultiGpuCapture : public GpuTest {

@@ -19,7 +19,7 @@ ChunkRing::ChunkRing(PinnedPool& pool, std::size_t total, std::size_t chunk_byte
 }
 
 ChunkRing::~ChunkRing() {
-  // A slot whose last copies CUDA would not wait for (another thread captures in global mode) waits for
+  // A slot whose last copies CUDA would not wait for (an event recorded inside a capture) waits for
   // them in the pool.
   for (std::size_t i = 0; i < users_.size(); ++i) {
     std::vector<SharedEvent> busy;

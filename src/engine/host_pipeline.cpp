@@ -41,7 +41,7 @@ StagingRing::StagingRing(PinnedPool& pool, std::size_t total, std::size_t chunk,
 }
 
 StagingRing::~StagingRing() {
-  // What CUDA would not wait for (another thread captures in global mode) the block waits for in the pool.
+  // What CUDA would not wait for (an event recorded inside a capture) the block waits for in the pool.
   std::vector<SharedEvent> busy;
   for (std::size_t i = 0; i < slot_count_; ++i) {
     for (const SharedEvent& e : slots_[i].gpu) wait_or_keep(e, busy);

@@ -90,8 +90,9 @@ struct PoolState {
 };
 
 /// Whether the GPU no longer touches memory behind an event whose query or wait gave @p status: false
-/// while it runs (not ready) and while CUDA refuses to tell because a stream captures (another thread's
-/// in global mode); true once it completed and on any error that ends the device's work.
+/// while it runs (not ready) and while CUDA refuses to tell because a stream captures (an event recorded
+/// inside a capture; another thread's global-mode capture refuses none of gpuxfer's queries, made relaxed);
+/// true once it completed and on any error that ends the device's work.
 [[nodiscard]] bool gpu_done_with(cudaError_t status) noexcept;
 
 /// Waits on the host for @p event; when CUDA will not wait (gpu_done_with is false) adds it to @p busy,

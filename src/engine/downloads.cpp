@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/copy_kernels.hpp"
 #include "engine/host_pipeline.hpp"
 #include "memory/host_copy_workers.hpp"
+#include "memory/host_memory.hpp"
 #include "memory/streaming_copy.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
@@ -22,12 +24,15 @@ std::string describe(const ManagerState& m, const DeviceRange& src) {
 
 }  // namespace
 
-SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host) {
+SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host, Queued queued) {
   DeviceStreams& s = m.streams_of(src.device);
   DeviceGuard guard(s.ordinal);
   const cudaStream_t stream = src.own_stream != nullptr ? src.own_stream : s.d2h.get();
   stream_wait(stream, src.ready);
-  if (src.size != 0) {
+  if (queued == Queued::captured && src.size <= captured_kernel_copy_max &&
+      device_maps_pinned_range(host, src.size)) {
+    GPUXFER_CUDA_TRY_CTX(launch_copy(host, src.ptr, src.size, stream), describe(m, src));
+  } else if (src.size != 0) {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, src.ptr, src.size, cudaMemcpyDeviceToHost, stream),
                          describe(m, src));
   }

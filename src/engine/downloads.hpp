@@ -10,8 +10,18 @@
 
 namespace gpuxfer::detail {
 
-/// Queues @p src -> pinned @p host on src's d2h stream. Returns the event after which it is done.
-SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host);
+/// How a download is queued: on a stream that runs it, or into a CUDA graph that a stream captures.
+enum class Queued { run, captured };
+
+/// Queues @p src -> pinned @p host on src's d2h stream. Returns the event after which it is done. Captured,
+/// a copy of at most captured_kernel_copy_max bytes into memory the device maps becomes a kernel node: a
+/// graph replays one sooner than a memcpy node (4 KiB: 7.11 against 7.50 us, 64 KiB: 8.66 against 8.93 us
+/// from launch to stream synchronised, H200).
+SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host,
+                             Queued queued = Queued::run);
+
+/// The largest captured download made a kernel node (enqueue_download).
+inline constexpr std::size_t captured_kernel_copy_max = std::size_t{64} << 10;
 
 /// Downloads every range in @p sources into pageable @p outs (same order, each outs[i] the size of
 /// sources[i]), one StagingRing per source (host_pipeline.hpp): this thread queues the chunks' copies

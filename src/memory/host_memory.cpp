@@ -23,6 +23,20 @@ bool is_pinned(const void* ptr) noexcept {
   return attr.type == cudaMemoryTypeHost;
 }
 
+namespace {
+
+// True when the current device maps pinned byte @p ptr at its own address.
+bool maps_at_same_address(const void* ptr) noexcept {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr;
+}
+
+}  // namespace
+
 bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
   if (bytes == 0 || ptr == nullptr) return false;
   try {
@@ -42,6 +56,12 @@ bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
   if (address_range(ptr, range) == 0 && begin >= range.base) return bytes <= range.base + range.size - begin;
   return is_pinned(static_cast<const std::byte*>(ptr) + bytes - 1);
+}
+
+bool device_maps_pinned_range(const void* ptr, std::size_t bytes) noexcept {
+  // Unified addressing maps page-locked memory at its own address on each device that maps it at all.
+  return bytes != 0 && ptr != nullptr && maps_at_same_address(ptr) &&
+         maps_at_same_address(static_cast<const std::byte*>(ptr) + bytes - 1);
 }
 
 }  // namespace gpuxfer::detail

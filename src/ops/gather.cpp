@@ -100,7 +100,8 @@ std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<s
   detail::DrainOnError drain;
   for (const auto& r : present) drain.add(r.own_stream != nullptr ? r.own_stream : t.m.streams_of(r.device).d2h.get());
   for (std::size_t i = 0; pinned && i < present.size(); ++i) {
-    detail::SharedEvent written = detail::enqueue_download(t.m, present[i], outs[i]);
+    detail::SharedEvent written = detail::enqueue_download(
+        t.m, present[i], outs[i], order.capturing() ? detail::Queued::captured : detail::Queued::run);
     order.done(present[i], {written});
     if (!order.capturing()) op.track(std::move(written), detail::device_name(t.m, present[i].device));
   }

@@ -9,9 +9,9 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "engine/copy_kernels.hpp"
 #include "engine/operation_state.hpp"
 #include "engine/ordering.hpp"
-#include "engine/pack_kernels.hpp"
 #include "engine/transfer_state.hpp"
 #include "memory/host_memory.hpp"
 #include "node/pointer_checks.hpp"

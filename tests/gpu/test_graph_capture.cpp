@@ -1,6 +1,7 @@
 // CUDA graph capture of the stream-ordered forms: a graph captured once and replayed many times, with a
 // producer kernel writing a new seed before each replay; every replay verified byte for byte. What needs
 // the host (pageable memory, the pinned pool) refuses with Errc::unsupported and leaves the capture intact.
+// Small gathers are captured as kernel nodes, larger ones as memcpy nodes.
 // Operations on another thread, while a stream captures in global mode, neither fail nor invalidate it.
 #include "gpu/fixture.hpp"
 
@@ -56,6 +57,20 @@ class Graph {
     end(stream);
   }
   void launch(cudaStream_t stream) const { cuda_check(cudaGraphLaunch(exec_, stream), "graph launch"); }
+  /// How many nodes of @p type the captured graph holds.
+  [[nodiscard]] std::size_t nodes(cudaGraphNodeType type) const {
+    std::size_t count = 0;
+    cuda_check(cudaGraphGetNodes(graph_, nullptr, &count), "graph nodes");
+    std::vector<cudaGraphNode_t> all(count);
+    cuda_check(cudaGraphGetNodes(graph_, all.data(), &count), "graph nodes");
+    std::size_t of_type = 0;
+    for (cudaGraphNode_t node : all) {
+      cudaGraphNodeType t{};
+      cuda_check(cudaGraphNodeGetType(node, &t), "graph node type");
+      of_type += t == type ? 1 : 0;
+    }
+    return of_type;
+  }
 
  private:
   cudaGraph_t graph_ = nullptr;
@@ -109,6 +124,65 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
     }
   }
 }
+
+// gather_into_async into pinned memory, device i's buffer GetParam() + 13 i bytes, captured into an output
+// 16-byte aligned and one 3 bytes past that, poison on both sides: a device's piece of at most 64 KiB is a
+// kernel node (a graph replays it sooner than a memcpy node), a larger one a memcpy node; each graph
+// replayed with new data, every byte compared and the poison around the output intact.
+class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface<std::size_t> {};
+
+TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
+  constexpr std::size_t kernel_max = 64 * kKiB;
+  constexpr std::size_t guard = 64;
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  std::size_t total = 0;
+  std::size_t small = 0;  // pieces of at most kernel_max bytes
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t size = GetParam() + 13 * i;
+    memory.push_back(&allocate(i, size));
+    xfer().set_device_buffer(i, memory[i]->get(), size);
+    total += size;
+    small += size <= kernel_max ? 1 : 0;
+  }
+  const DeviceGuard current(ordinal(0));
+  const Stream stream(ordinal(0));
+  for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
+    const std::string where = "output at +" + std::to_string(shift);
+    PinnedMemory out(shift + total + guard);
+    const std::span<std::byte> into = out.span().subspan(shift, total);
+    Graph graph;
+    std::vector<GatherPiece> pieces;
+    graph.capture(stream.get(), [&] { pieces = xfer().gather_into_async(into, stream.get()); });
+    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeKernel), small) << where;
+    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy), n - small) << where;
+    for (int r = 0; r < 5; ++r) {
+      const std::uint64_t produced = seed(static_cast<std::size_t>(r) + 10 * shift);
+      for (std::size_t i = 0; i < n; ++i) {
+        const DeviceGuard guard_device(ordinal(i));
+        pattern::fill_device(memory[i]->get(), memory[i]->size(), produced + i, 0,
+                             i == 0 ? stream.get() : cudaStreamLegacy);
+        if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
+      }
+      std::fill(out.span().begin(), out.span().end(), kPoison);
+      graph.launch(stream.get());
+      stream.synchronize();
+      const std::string what = where + ", replay " + std::to_string(r);
+      ASSERT_EQ(pieces.size(), n);
+      for (const GatherPiece& p : pieces) {
+        ASSERT_TRUE(host_matches(into.subspan(p.offset, p.size), produced + p.device, 0,
+                                 what + ", device " + std::to_string(p.device)));
+      }
+      ASSERT_TRUE(host_is_poison(out.span().first(shift), what + ", before the output"));
+      ASSERT_TRUE(host_is_poison(out.span().subspan(shift + total), what + ", after the output"));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bytes, GpuCaptureBySize,
+                         ::testing::Values(1, 15, 16, 4096, 4099, 64 * kKiB - 13, 64 * kKiB, 64 * kKiB + 1,
+                                           kMiB + 7),
+                         size_param_name);
 
 TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {
   register_pattern(0, kBytes);

@@ -18,7 +18,8 @@
 //                    replay verified; the operations that need the host refused while capturing
 //   beside-capture   while the main thread's stream captures in global mode (torch.cuda.graph's default), a
 //                    second thread runs the blocking operations (all_gather, broadcast, gather_to_host,
-//                    broadcast_from_host from pageable memory, synchronize of a stream-ordered all_gather):
+//                    broadcast_from_host from pageable memory, synchronize of a stream-ordered all_gather,
+//                    a new Communicator of one rank made, used and released: NCCL's set-up and teardown):
 //                    each must succeed with every byte right and the capture must end intact; prints
 //                    "rank R of N: beside a capture, C checks passed" and exits 0
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the
@@ -635,6 +636,7 @@ int run_beside_capture() {
   DeviceMemory gathered(comm.device(), total);
   DeviceMemory gathered_async(comm.device(), total);
   DeviceMemory produced(comm.device(), bytes);
+  DeviceMemory alone(comm.device(), bytes);
   gpuxfer::testing::Stream captured(comm.device());
   gpuxfer::testing::Stream theirs(comm.device());
   const std::uint64_t mine = seed_of(rank, 2000);
@@ -669,6 +671,12 @@ int run_beside_capture() {
       comm.all_gather_async(send.get(), bytes, gathered_async.get(), total, theirs.get());
       comm.synchronize(theirs.get());
     });
+    step("a new Communicator of one rank, its all_gather and its release", [&] {
+      gpuxfer::CommunicatorOptions options;
+      options.device = comm.device();
+      Communicator solo(0, 1, std::string{}, options);
+      solo.all_gather(send.get(), bytes, alone.get(), bytes);
+    });
   });
   other.join();
   cudaGraph_t graph = nullptr;
@@ -701,6 +709,7 @@ int run_beside_capture() {
            "all_gather_async, rank " + std::to_string(r) + "'s part");
   }
   expect(buffer.get(), bytes, sent, "broadcast");
+  expect(alone.get(), bytes, seed_of(rank, 2000), "the new Communicator's all_gather");
   expect(uploaded.get(), bytes, seed_of(0, 2003), "broadcast_from_host");
   if (rank == 0) {
     for (int r = 0; r < world; ++r) {

@@ -88,6 +88,19 @@ TEST(CommunicatorGpu, AWorldOfOneWorksBesideAGlobalModeCapture) {
   expect_every_rank(run, 1, "beside a capture, ");
 }
 
+// A Communicator made, used and released on another thread while a stream captures in global mode.
+// Disabled: a known failure (stop 23, NCCL 2.28 on nvidia-h200): ncclCommInitRankConfig fails with
+// "unhandled cuda error" and the capture ends cudaErrorStreamCaptureInvalidated. By NCCL's source, a
+// non-blocking init runs on a thread NCCL starts (group.cc), in the default global mode, and synchronises
+// a stream there (devCommSetup); gpuxfer can relax only the calling thread. Run it with
+// --gtest_also_run_disabled_tests.
+TEST(CommunicatorGpu, DISABLED_ANewWorldOfOneWorksBesideAGlobalModeCapture) {
+  REQUIRE_GPUS(1);
+  const LaunchRun run = launch("-n 1 -- " + probe + " beside-capture setup", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 1, "beside a capture, ");
+}
+
 TEST(CommunicatorGpu, AWorldOfTwoWorksBesideAGlobalModeCapture) {
   REQUIRE_GPUS(2);
   const LaunchRun run = launch("-n 2 -- " + probe + " beside-capture", "GPUXFER_TIMEOUT=60");

@@ -125,10 +125,11 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
   }
 }
 
-// gather_into_async into pinned memory, device i's buffer GetParam() + 13 i bytes, captured into an output
-// 16-byte aligned and one 3 bytes past that, poison on both sides: a device's piece of at most 64 KiB is a
-// kernel node (a graph replays it sooner than a memcpy node), a larger one a memcpy node; each graph
-// replayed with new data, every byte compared and the poison around the output intact.
+// gather_into_async into pinned memory (cudaHostAlloc'd, and ordinary memory under register_host), device
+// i's buffer GetParam() + 13 i bytes, captured into an output 16-byte aligned and one 3 bytes past that,
+// poison on both sides: a device's piece of at most 64 KiB is a kernel node (a graph replays it sooner
+// than a memcpy node), a larger one a memcpy node; each graph replayed with new data, every byte compared
+// and the poison around the output intact.
 class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface<std::size_t> {};
 
 TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
@@ -147,10 +148,10 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
   }
   const DeviceGuard current(ordinal(0));
   const Stream stream(ordinal(0));
-  for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
-    const std::string where = "output at +" + std::to_string(shift);
-    PinnedMemory out(shift + total + guard);
-    const std::span<std::byte> into = out.span().subspan(shift, total);
+  // Captures a gather into @p whole from byte @p shift on, checks its nodes, replays it with new data.
+  const auto capture_and_replay = [&](std::span<std::byte> whole, std::size_t shift,
+                                      const std::string& where) {
+    const std::span<std::byte> into = whole.subspan(shift, total);
     Graph graph;
     std::vector<GatherPiece> pieces;
     graph.capture(stream.get(), [&] { pieces = xfer().gather_into_async(into, stream.get()); });
@@ -164,7 +165,7 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
                              i == 0 ? stream.get() : cudaStreamLegacy);
         if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
       }
-      std::fill(out.span().begin(), out.span().end(), kPoison);
+      std::fill(whole.begin(), whole.end(), kPoison);
       graph.launch(stream.get());
       stream.synchronize();
       const std::string what = where + ", replay " + std::to_string(r);
@@ -173,9 +174,16 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
         ASSERT_TRUE(host_matches(into.subspan(p.offset, p.size), produced + p.device, 0,
                                  what + ", device " + std::to_string(p.device)));
       }
-      ASSERT_TRUE(host_is_poison(out.span().first(shift), what + ", before the output"));
-      ASSERT_TRUE(host_is_poison(out.span().subspan(shift + total), what + ", after the output"));
+      ASSERT_TRUE(host_is_poison(whole.first(shift), what + ", before the output"));
+      ASSERT_TRUE(host_is_poison(whole.subspan(shift + total), what + ", after the output"));
     }
+  };
+  for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
+    PinnedMemory pinned(shift + total + guard);
+    capture_and_replay(pinned.span(), shift, "pinned output at +" + std::to_string(shift));
+    std::vector<std::byte> ordinary(shift + total + guard);
+    const HostRegistration registration = register_host(ordinary);
+    capture_and_replay(ordinary, shift, "registered output at +" + std::to_string(shift));
   }
 }
 

@@ -1,6 +1,7 @@
 // Byte copies through the SMs, 16-byte loads and stores where source and destination are both aligned:
 // packing many small device ranges into one buffer so that one DMA moves them all (a block per piece), and
-// one small contiguous copy (a grid-strided loop).
+// one small contiguous copy (a grid-strided loop). Launched through cudaLaunchKernel, whose status is the
+// launch's own (cudaGetLastError after a <<<>>> launch would also return an error left by earlier calls).
 #include "engine/copy_kernels.hpp"
 
 namespace gpuxfer::detail {
@@ -40,18 +41,22 @@ __global__ void copy_kernel(unsigned char* dst, const unsigned char* src, std::u
 
 cudaError_t launch_pack(const PackItem* items, std::size_t count, void* packed, cudaStream_t stream) {
   // The grid's x dimension takes up to 2^31 - 1 blocks: far more pieces than anyone packs at once.
-  pack_kernel<<<static_cast<unsigned>(count), pack_threads, 0, stream>>>(items,
-                                                                         static_cast<unsigned char*>(packed));
-  return cudaGetLastError();
+  auto* out = static_cast<unsigned char*>(packed);
+  void* args[] = {&items, &out};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&pack_kernel), dim3(static_cast<unsigned>(count)),
+                          dim3(pack_threads), args, 0, stream);
 }
 
 cudaError_t launch_copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   const std::size_t wanted = (bytes + copy_bytes_per_block - 1) / copy_bytes_per_block;
   const auto blocks = static_cast<unsigned>(wanted < copy_max_blocks ? wanted : copy_max_blocks);
-  copy_kernel<<<blocks, copy_threads, 0, stream>>>(static_cast<unsigned char*>(dst),
-                                                   static_cast<const unsigned char*>(src), bytes);
-  return cudaGetLastError();
+  auto* to = static_cast<unsigned char*>(dst);
+  const auto* from = static_cast<const unsigned char*>(src);
+  std::uint64_t size = bytes;
+  void* args[] = {&to, &from, &size};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&copy_kernel), dim3(blocks), dim3(copy_threads), args,
+                          0, stream);
 }
 
 }  // namespace gpuxfer::detail

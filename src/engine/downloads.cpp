@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,7 +30,10 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
   DeviceGuard guard(s.ordinal);
   const cudaStream_t stream = src.own_stream != nullptr ? src.own_stream : s.d2h.get();
   stream_wait(stream, src.ready);
-  if (queued == Queued::captured && src.size <= captured_kernel_copy_max &&
+  // A kernel node only where the copy kernel moves 16-byte vectors, as measured; byte-wise, not measured.
+  const bool vectors =
+      ((reinterpret_cast<std::uintptr_t>(host) | reinterpret_cast<std::uintptr_t>(src.ptr)) & 15) == 0;
+  if (queued == Queued::captured && src.size <= captured_kernel_copy_max && vectors &&
       device_maps_pinned_range(host, src.size)) {
     GPUXFER_CUDA_TRY_CTX(launch_copy(host, src.ptr, src.size, stream), describe(m, src));
   } else if (src.size != 0) {

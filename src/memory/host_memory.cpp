@@ -59,9 +59,17 @@ bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
 }
 
 bool device_maps_pinned_range(const void* ptr, std::size_t bytes) noexcept {
-  // Unified addressing maps page-locked memory at its own address on each device that maps it at all.
-  return bytes != 0 && ptr != nullptr && maps_at_same_address(ptr) &&
-         maps_at_same_address(static_cast<const std::byte*>(ptr) + bytes - 1);
+  if (bytes == 0 || ptr == nullptr) return false;
+  // Every page asked: the range may span pinned allocations mapped differently, or not at all (a device
+  // that cannot use host pointers for registered memory maps it elsewhere).
+  constexpr std::uintptr_t page = 4096;
+  const auto first = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::uintptr_t last = first + bytes - 1;
+  if (!maps_at_same_address(ptr)) return false;
+  for (std::uintptr_t at = (first / page + 1) * page; at <= last; at += page) {
+    if (!maps_at_same_address(reinterpret_cast<const void*>(at))) return false;
+  }
+  return true;
 }
 
 }  // namespace gpuxfer::detail

@@ -5,6 +5,7 @@
 // Operations on another thread, while a stream captures in global mode, neither fail nor invalidate it.
 #include "gpu/fixture.hpp"
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <string>
@@ -127,9 +128,10 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
 
 // gather_into_async into pinned memory (cudaHostAlloc'd, and ordinary memory under register_host), device
 // i's buffer GetParam() + 13 i bytes, captured into an output 16-byte aligned and one 3 bytes past that,
-// poison on both sides: a device's piece of at most 64 KiB is a kernel node (a graph replays it sooner
-// than a memcpy node), a larger one a memcpy node; each graph replayed with new data, every byte compared
-// and the poison around the output intact.
+// poison on both sides: a device's piece of at most 64 KiB, 16-byte aligned at both ends, into memory the
+// device maps at its own address, is a kernel node (a graph replays it sooner than a memcpy node), any
+// other a memcpy node; each graph replayed with new data, every byte compared and the poison around the
+// output intact.
 class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface<std::size_t> {};
 
 TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
@@ -138,25 +140,40 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
   const std::size_t n = device_count();
   std::vector<DeviceMemory*> memory;
   std::size_t total = 0;
-  std::size_t small = 0;  // pieces of at most kernel_max bytes
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t size = GetParam() + 13 * i;
     memory.push_back(&allocate(i, size));
     xfer().set_device_buffer(i, memory[i]->get(), size);
     total += size;
-    small += size <= kernel_max ? 1 : 0;
   }
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  // Whether device i maps registered memory at its own address (cudaHostAlloc'd memory it always does).
+  const auto maps_registered = [&](std::size_t i) {
+    int can = 0;
+    cuda_check(cudaDeviceGetAttribute(&can, cudaDevAttrCanUseHostPointerForRegisteredMem, ordinal(i)),
+               "attribute");
+    return can != 0;
+  };
   const DeviceGuard current(ordinal(0));
   const Stream stream(ordinal(0));
   // Captures a gather into @p whole from byte @p shift on, checks its nodes, replays it with new data.
-  const auto capture_and_replay = [&](std::span<std::byte> whole, std::size_t shift,
+  const auto capture_and_replay = [&](std::span<std::byte> whole, std::size_t shift, bool registered,
                                       const std::string& where) {
     const std::span<std::byte> into = whole.subspan(shift, total);
     Graph graph;
     std::vector<GatherPiece> pieces;
     graph.capture(stream.get(), [&] { pieces = xfer().gather_into_async(into, stream.get()); });
-    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeKernel), small) << where;
-    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy), n - small) << where;
+    std::size_t kernels = 0;  // pieces small, 16-byte aligned at both ends and mapped: kernel nodes
+    for (const GatherPiece& p : pieces) {
+      const bool mapped = !registered || maps_registered(p.device);
+      kernels += p.size <= kernel_max && aligned(into.data() + p.offset) &&
+                 aligned(memory[p.device]->get()) && mapped;
+    }
+    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeKernel), kernels) << where;
+    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy), n - kernels) << where;
+    if (shift == 0 && GetParam() <= kernel_max && (!registered || maps_registered(0))) {
+      EXPECT_GE(kernels, 1U) << where << ": device 0's piece is small, aligned and mapped";
+    }
     for (int r = 0; r < 5; ++r) {
       const std::uint64_t produced = seed(static_cast<std::size_t>(r) + 10 * shift);
       for (std::size_t i = 0; i < n; ++i) {
@@ -180,10 +197,10 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
   };
   for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
     PinnedMemory pinned(shift + total + guard);
-    capture_and_replay(pinned.span(), shift, "pinned output at +" + std::to_string(shift));
+    capture_and_replay(pinned.span(), shift, false, "pinned output at +" + std::to_string(shift));
     std::vector<std::byte> ordinary(shift + total + guard);
     const HostRegistration registration = register_host(ordinary);
-    capture_and_replay(ordinary, shift, "registered output at +" + std::to_string(shift));
+    capture_and_replay(ordinary, shift, true, "registered output at +" + std::to_string(shift));
   }
 }
 

@@ -12,10 +12,12 @@
 
 namespace gpuxfer::detail {
 
-bool is_pinned(const void* ptr) noexcept {
-  if (ptr == nullptr) return false;
-  const HostContextGuard context;  // a thread without a context gets none
-  cudaPointerAttributes attr{};
+namespace {
+
+// True when the driver says @p ptr is page-locked host memory, its attributes (for the current device)
+// then in @p attr.
+bool pinned_attributes(const void* ptr, cudaPointerAttributes& attr) noexcept {
+  attr = {};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
@@ -23,19 +25,20 @@ bool is_pinned(const void* ptr) noexcept {
   return attr.type == cudaMemoryTypeHost;
 }
 
-namespace {
-
 // True when the current device maps pinned byte @p ptr at its own address.
 bool maps_at_same_address(const void* ptr) noexcept {
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeHost && attr.devicePointer == ptr;
+  cudaPointerAttributes attr;
+  return pinned_attributes(ptr, attr) && attr.devicePointer == ptr;
 }
 
 }  // namespace
+
+bool is_pinned(const void* ptr) noexcept {
+  if (ptr == nullptr) return false;
+  const HostContextGuard context;  // a thread without a context gets none
+  cudaPointerAttributes attr;
+  return pinned_attributes(ptr, attr);
+}
 
 bool is_pinned_range(const void* ptr, std::size_t bytes) noexcept {
   if (bytes == 0 || ptr == nullptr) return false;

@@ -3,7 +3,8 @@
 // event the library's latency rows measure against. Each sample is one launch (or one raw copy) and a wait;
 // the three forms interleaved sample by sample, 3 rounds of 2000 at 4 KiB, 64 KiB and 1 MiB on device 0;
 // the bytes are checked. It is why enqueue_download makes a small captured download a kernel node and
-// captured uploads stay memcpy nodes (docs/ARCHITECTURE.md, "Graph capture").
+// captured uploads stay memcpy nodes (docs/ARCHITECTURE.md, "Graph capture"). The kernel is the library's
+// own (gpuxfer::detail::launch_copy, hence src/).
 //
 //   gpuxfer-probe-graph-nodes
 //
@@ -18,6 +19,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/copy_kernels.hpp"
 #include "probes/probe.hpp"
 
 namespace {
@@ -25,29 +27,18 @@ namespace {
 using gpuxfer::probe::check;
 using gpuxfer::probe::median;
 
-constexpr unsigned threads = 256;
 constexpr int rounds = 3;
 constexpr int samples = 2000;
 
-__global__ void copy_vectors(uint4* __restrict__ dst, const uint4* __restrict__ src, std::size_t count) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += gridDim.x * std::size_t{blockDim.x}) {
-    dst[i] = src[i];
-  }
-}
-
 unsigned char pattern(std::size_t i, unsigned salt) { return static_cast<unsigned char>(i * 7 + salt); }
 
-// A graph of one memcpy (or, with @p kernel, one copy kernel) from @p src to @p dst, instantiated.
+// A graph of one memcpy (or, with @p kernel, the library's copy kernel, as enqueue_download captures it)
+// from @p src to @p dst, instantiated.
 cudaGraphExec_t capture(cudaStream_t stream, void* dst, const void* src, std::size_t bytes,
                         cudaMemcpyKind kind, bool kernel) {
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
   if (kernel) {
-    const std::size_t vectors = bytes / 16;
-    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((vectors + threads - 1) / threads, 64));
-    copy_vectors<<<blocks, threads, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
-                                                 vectors);
-    check(cudaGetLastError(), "copy kernel");
+    check(gpuxfer::detail::launch_copy(dst, src, bytes, stream), "launch_copy");
   } else {
     check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync");
   }

@@ -78,6 +78,17 @@ class Graph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// The producer of a replay: writes pattern @p produced + i into device i's buffer, device 0's on the
+// graph's @p stream (so ordered before the replay), the others' on their legacy streams, waited for.
+void produce(const std::vector<DeviceMemory*>& memory, cudaStream_t stream, std::uint64_t produced) {
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const DeviceGuard guard(memory[i]->ordinal());
+    pattern::fill_device(memory[i]->get(), memory[i]->size(), produced + i, 0,
+                         i == 0 ? stream : cudaStreamLegacy);
+    if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
+  }
+}
+
 using GpuCapture = GpuTest;
 
 // gather into pinned memory, a broadcast from pinned memory, gather again: captured once, replayed 100
@@ -104,12 +115,7 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
   for (int r = 0; r < kReplays; ++r) {
     const std::uint64_t produced = seed(static_cast<std::size_t>(r));
     const std::uint64_t sent = other_seed(static_cast<std::uint64_t>(r));
-    for (std::size_t i = 0; i < n; ++i) {  // device 0 on the graph's stream, the others before it
-      const DeviceGuard guard(ordinal(i));
-      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0,
-                           i == 0 ? stream.get() : cudaStreamLegacy);
-      if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
-    }
+    produce(memory, stream.get(), produced);
     pattern::fill_host(source.span(), sent);
     std::fill(before.span().begin(), before.span().end(), kPoison);
     std::fill(after.span().begin(), after.span().end(), kPoison);
@@ -176,12 +182,7 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
     }
     for (int r = 0; r < 5; ++r) {
       const std::uint64_t produced = seed(static_cast<std::size_t>(r) + 10 * shift);
-      for (std::size_t i = 0; i < n; ++i) {
-        const DeviceGuard guard_device(ordinal(i));
-        pattern::fill_device(memory[i]->get(), memory[i]->size(), produced + i, 0,
-                             i == 0 ? stream.get() : cudaStreamLegacy);
-        if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
-      }
+      produce(memory, stream.get(), produced);
       std::fill(whole.begin(), whole.end(), kPoison);
       graph.launch(stream.get());
       stream.synchronize();
@@ -250,11 +251,7 @@ TEST_F(GpuCapture, ABufferRegisteredWithTheCapturingStreamReplaysWithNewData) {
   });
   for (int r = 0; r < 10; ++r) {
     const std::uint64_t produced = seed(static_cast<std::size_t>(r));
-    for (std::size_t i = 0; i < n; ++i) {
-      const DeviceGuard guard(ordinal(i));
-      pattern::fill_device(memory[i]->get(), kBytes, produced + i, 0, i == 0 ? stream.get() : cudaStreamLegacy);
-      if (i != 0) cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "producer");
-    }
+    produce(memory, stream.get(), produced);
     std::fill(out.span().begin(), out.span().end(), kPoison);
     graph.launch(stream.get());
     stream.synchronize();

@@ -24,10 +24,14 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 Json options_json(const Options& o) {
-  return Json{{"devices", o.devices},         {"enable_peer_access", o.enable_peer_access},
-              {"enable_nccl", o.enable_nccl}, {"pool_limit_bytes", o.pool_limit_bytes},
-              {"chunk_bytes", o.chunk_bytes}, {"host_threads", o.host_threads},
-              {"numa", std::string(to_string(o.numa))}};
+  return Json{{"devices", o.devices},
+              {"enable_peer_access", o.enable_peer_access},
+              {"enable_nccl", o.enable_nccl},
+              {"pool_limit_bytes", o.pool_limit_bytes},
+              {"chunk_bytes", o.chunk_bytes},
+              {"host_threads", o.host_threads},
+              {"numa", std::string(to_string(o.numa))},
+              {"capture_copy_kernels", o.capture_copy_kernels}};
 }
 
 Json topo_json(const MultiGpuManager& m) {

@@ -40,6 +40,7 @@ enum class NumaPlacement {
 /// | chunk_bytes | GPUXFER_CHUNK_BYTES | `8MiB` |
 /// | host_threads | GPUXFER_HOST_THREADS | `8` |
 /// | numa | GPUXFER_NUMA | `auto` / `on` / `off` |
+/// | capture_copy_kernels | GPUXFER_CAPTURE_KERNELS | `0` / `1` |
 struct Options {
   /// CUDA ordinals to use, in this order; empty means every visible device.
   std::vector<int> devices;
@@ -61,6 +62,11 @@ struct Options {
   unsigned host_threads = default_host_threads();
   /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads threads).
   NumaPlacement numa = NumaPlacement::automatic;
+  /// A gather captured into a CUDA graph copies each device's piece of at most 64 KiB, 16-byte aligned at
+  /// both ends, into pinned memory the device maps at its own address, with a small kernel (a replay runs
+  /// it sooner than a copy-engine node); false keeps every captured copy on the copy engines, using no SM,
+  /// for graphs whose kernels should have every SM to themselves.
+  bool capture_copy_kernels = true;
 
   /// The chunks a pipelined path needs in flight at least (a pageable transfer: 4 slots, more when the
   /// pool has room; a staged copy: 3), so the least pool_limit_bytes may hold.

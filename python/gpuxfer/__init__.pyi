@@ -80,6 +80,7 @@ class Options:
     chunk_bytes: int
     host_threads: int
     numa: NumaPlacement
+    capture_copy_kernels: bool
     def __init__(self) -> None: ...
     @staticmethod
     def from_env() -> Options: ...
@@ -121,6 +122,7 @@ class Manager:
         chunk_bytes: int | str = ...,
         host_threads: int = ...,
         numa: NumaPlacement | Literal["auto", "automatic", "on", "off"] = ...,
+        capture_copy_kernels: bool = ...,
     ) -> None: ...
     @property
     def device_count(self) -> int: ...

@@ -16,9 +16,9 @@
 namespace gpuxfer::python {
 namespace {
 
-constexpr std::array<std::string_view, 8> option_names{
-    "devices",          "min_devices", "enable_peer_access", "enable_nccl",
-    "pool_limit_bytes", "chunk_bytes", "host_threads",       "numa"};
+constexpr std::array<std::string_view, 9> option_names{
+    "devices",      "min_devices", "enable_peer_access",  "enable_nccl", "pool_limit_bytes", "chunk_bytes",
+    "host_threads", "numa",        "capture_copy_kernels"};
 
 // Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
 nb::object option_value(std::string_view name, nb::handle value) {

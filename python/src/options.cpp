@@ -44,6 +44,7 @@ void bind_options(nb::module_& m) {
       .def_rw("chunk_bytes", &Options::chunk_bytes)
       .def_rw("host_threads", &Options::host_threads)
       .def_rw("numa", &Options::numa)
+      .def_rw("capture_copy_kernels", &Options::capture_copy_kernels)
       .def("__repr__", [](const Options& o) {
         std::string devices;
         for (int d : o.devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
@@ -53,7 +54,8 @@ void bind_options(nb::module_& m) {
                ", pool_limit_bytes=" + std::to_string(o.pool_limit_bytes) +
                ", chunk_bytes=" + std::to_string(o.chunk_bytes) +
                ", host_threads=" + std::to_string(o.host_threads) + ", numa='" +
-               std::string(to_string(o.numa)) + "')";
+               std::string(to_string(o.numa)) +
+               "', capture_copy_kernels=" + (o.capture_copy_kernels ? "True" : "False") + ")";
       });
   m.def("parse_size", &parse_size, nb::arg("text"), "\"4GiB\" -> 4294967296, as GPUXFER_POOL_LIMIT reads it");
 }

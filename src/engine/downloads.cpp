@@ -33,8 +33,8 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
   // A kernel node only where the copy kernel moves 16-byte vectors, as measured; byte-wise, not measured.
   const bool vectors =
       ((reinterpret_cast<std::uintptr_t>(host) | reinterpret_cast<std::uintptr_t>(src.ptr)) & 15) == 0;
-  if (queued == Queued::captured && src.size <= captured_kernel_copy_max && vectors &&
-      device_maps_pinned_range(host, src.size)) {
+  if (queued == Queued::captured && m.options.capture_copy_kernels && src.size <= captured_kernel_copy_max &&
+      vectors && device_maps_pinned_range(host, src.size)) {
     GPUXFER_CUDA_TRY_CTX(launch_copy(host, src.ptr, src.size, stream), describe(m, src));
   } else if (src.size != 0) {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, src.ptr, src.size, cudaMemcpyDeviceToHost, stream),

@@ -167,6 +167,8 @@ Options apply_env(Options base, const EnvLookup& lookup) {
     base.host_threads = static_cast<unsigned>(n);
   });
   apply_var(lookup, "GPUXFER_NUMA", [&](const std::string& v) { base.numa = parse_numa_placement(v); });
+  apply_var(lookup, "GPUXFER_CAPTURE_KERNELS",
+            [&](const std::string& v) { base.capture_copy_kernels = parse_bool(v); });
   try {
     base.validate();
   } catch (const Error& e) {

@@ -19,9 +19,10 @@ using test::FakeEnv;
 using test::ScopedEnv;
 using test::throws_error;
 
-const std::set<std::string> kVariables = {"GPUXFER_DEVICES",    "GPUXFER_MIN_DEVICES", "GPUXFER_PEER_ACCESS",
-                                          "GPUXFER_NCCL",       "GPUXFER_POOL_LIMIT",  "GPUXFER_CHUNK_BYTES",
-                                          "GPUXFER_HOST_THREADS"};
+const std::set<std::string> kVariables = {
+    "GPUXFER_DEVICES",      "GPUXFER_MIN_DEVICES", "GPUXFER_PEER_ACCESS",
+    "GPUXFER_NCCL",         "GPUXFER_POOL_LIMIT",  "GPUXFER_CHUNK_BYTES",
+    "GPUXFER_HOST_THREADS", "GPUXFER_NUMA",        "GPUXFER_CAPTURE_KERNELS"};
 
 Options apply(const std::map<std::string, std::string>& values, Options base = {}) {
   FakeEnv env(values);
@@ -84,6 +85,11 @@ TEST(ApplyEnv, Nccl) {
   EXPECT_TRUE(apply({{"GPUXFER_NCCL", "1"}}, off).enable_nccl);
   EXPECT_TRUE(rejects("GPUXFER_NCCL", "2"));
   EXPECT_TRUE(rejects("GPUXFER_NCCL", "nccl"));
+  EXPECT_FALSE(apply({{"GPUXFER_CAPTURE_KERNELS", "off"}}).capture_copy_kernels);
+  Options no_kernels;
+  no_kernels.capture_copy_kernels = false;
+  EXPECT_TRUE(apply({{"GPUXFER_CAPTURE_KERNELS", "1"}}, no_kernels).capture_copy_kernels);
+  EXPECT_TRUE(rejects("GPUXFER_CAPTURE_KERNELS", "kernels"));
 }
 
 TEST(ApplyEnv, PoolLimit) {

@@ -22,6 +22,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(opts.pool_limit_bytes, std::size_t{16} << 30);
   EXPECT_EQ(opts.chunk_bytes, std::size_t{8} << 20);
   EXPECT_EQ(opts.host_threads, default_host_threads());
+  EXPECT_TRUE(opts.capture_copy_kernels);
   EXPECT_NO_THROW(opts.validate());
 }
 

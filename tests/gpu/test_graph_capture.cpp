@@ -44,8 +44,9 @@ class Graph {
   /// Captures what @p body queues on @p stream; a throw ends the capture first, so no stream is left
   /// capturing.
   template <class Body>
-  void capture(cudaStream_t stream, Body&& body) {
-    begin(stream);
+  void capture(cudaStream_t stream, Body&& body,
+               cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
+    begin(stream, mode);
     try {
       body();
     } catch (...) {
@@ -133,15 +134,18 @@ TEST_F(GpuCapture, AGraphOfGatherAndBroadcastReplaysWithNewDataEveryTime) {
 }
 
 // gather_into_async into pinned memory (cudaHostAlloc'd, and ordinary memory under register_host), device
-// i's buffer GetParam() + 13 i bytes, captured into an output 16-byte aligned and one 3 bytes past that,
-// poison on both sides: a device's piece of at most 64 KiB, 16-byte aligned at both ends, into memory the
-// device maps at its own address, is a kernel node (a graph replays it sooner than a memcpy node), any
-// other a memcpy node; each graph replayed with new data, every byte compared and the poison around the
-// output intact.
-class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface<std::size_t> {};
+// i's buffer GetParam() + 13 i bytes, captured in thread-local and in global mode into an output 16-byte
+// aligned and one 3 bytes past that, poison on both sides: a device's piece of at most 64 KiB, 16-byte
+// aligned at both ends, into memory the device maps at its own address, is a kernel node (a graph replays
+// it sooner than a memcpy node) unless Options::capture_copy_kernels is off, any other a memcpy node; each
+// graph replayed with new data, every byte compared and the poison around the output intact.
+class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface<std::size_t> {
+ protected:
+  void capture_gathers_and_replay();
+};
 
-TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
-  constexpr std::size_t kernel_max = 64 * kKiB;
+void GpuCaptureBySize::capture_gathers_and_replay() {
+  const std::size_t kernel_max = manager().options().capture_copy_kernels ? 64 * kKiB : 0;
   constexpr std::size_t guard = 64;
   const std::size_t n = device_count();
   std::vector<DeviceMemory*> memory;
@@ -164,11 +168,12 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
   const Stream stream(ordinal(0));
   // Captures a gather into @p whole from byte @p shift on, checks its nodes, replays it with new data.
   const auto capture_and_replay = [&](std::span<std::byte> whole, std::size_t shift, bool registered,
-                                      const std::string& where) {
+                                      cudaStreamCaptureMode mode, const std::string& where) {
     const std::span<std::byte> into = whole.subspan(shift, total);
     Graph graph;
     std::vector<GatherPiece> pieces;
-    graph.capture(stream.get(), [&] { pieces = xfer().gather_into_async(into, stream.get()); });
+    graph.capture(
+        stream.get(), [&] { pieces = xfer().gather_into_async(into, stream.get()); }, mode);
     std::size_t kernels = 0;  // pieces small, 16-byte aligned at both ends and mapped: kernel nodes
     for (const GatherPiece& p : pieces) {
       const bool mapped = !registered || maps_registered(p.device);
@@ -177,7 +182,7 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
     }
     EXPECT_EQ(graph.nodes(cudaGraphNodeTypeKernel), kernels) << where;
     EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy), n - kernels) << where;
-    if (shift == 0 && GetParam() <= kernel_max && (!registered || maps_registered(0))) {
+    if (shift == 0 && GetParam() <= kernel_max && kernel_max != 0 && (!registered || maps_registered(0))) {
       EXPECT_GE(kernels, 1U) << where << ": device 0's piece is small, aligned and mapped";
     }
     for (int r = 0; r < 5; ++r) {
@@ -196,18 +201,37 @@ TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
       ASSERT_TRUE(host_is_poison(whole.subspan(shift + total), what + ", after the output"));
     }
   };
-  for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
-    PinnedMemory pinned(shift + total + guard);
-    capture_and_replay(pinned.span(), shift, false, "pinned output at +" + std::to_string(shift));
-    std::vector<std::byte> ordinary(shift + total + guard);
-    const HostRegistration registration = register_host(ordinary);
-    capture_and_replay(ordinary, shift, true, "registered output at +" + std::to_string(shift));
+  for (const cudaStreamCaptureMode mode : {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal}) {
+    const std::string in = mode == cudaStreamCaptureModeGlobal ? ", global mode" : ", thread-local mode";
+    for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
+      PinnedMemory pinned(shift + total + guard);
+      capture_and_replay(pinned.span(), shift, false, mode,
+                         "pinned output at +" + std::to_string(shift) + in);
+      std::vector<std::byte> ordinary(shift + total + guard);
+      const HostRegistration registration = register_host(ordinary);
+      capture_and_replay(ordinary, shift, true, mode, "registered output at +" + std::to_string(shift) + in);
+    }
   }
 }
+
+TEST_P(GpuCaptureBySize, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) { capture_gathers_and_replay(); }
 
 INSTANTIATE_TEST_SUITE_P(Bytes, GpuCaptureBySize,
                          ::testing::Values(1, 15, 16, 4096, 4099, 64 * kKiB - 13, 64 * kKiB, 64 * kKiB + 1,
                                            kMiB + 7),
+                         size_param_name);
+
+void keep_captures_on_copy_engines(Options& opts) { opts.capture_copy_kernels = false; }
+
+// The same with Options::capture_copy_kernels off: every captured copy a memcpy node, small ones too.
+using GpuCaptureOnCopyEngines = WithOptions<GpuCaptureBySize, keep_captures_on_copy_engines>;
+
+TEST_P(GpuCaptureOnCopyEngines, AGatherIntoPinnedMemoryReplaysWithNewDataEveryTime) {
+  ASSERT_FALSE(manager().options().capture_copy_kernels);
+  capture_gathers_and_replay();
+}
+
+INSTANTIATE_TEST_SUITE_P(Bytes, GpuCaptureOnCopyEngines, ::testing::Values(16, 4096, 64 * kKiB),
                          size_param_name);
 
 TEST_F(GpuCapture, WhatNeedsTheHostRefusesAndLeavesTheCaptureIntact) {

@@ -13,7 +13,8 @@ def test_defaults_match_the_cpp_struct():
     assert o.pool_limit_bytes == 16 << 30 and o.chunk_bytes == 8 << 20
     assert 1 <= o.host_threads <= 16
     assert o.numa == gpuxfer.NumaPlacement.automatic
-    assert "chunk_bytes=8388608" in repr(o)
+    assert o.capture_copy_kernels
+    assert "chunk_bytes=8388608" in repr(o) and "capture_copy_kernels=True" in repr(o)
 
 
 def test_from_env_reads_the_variables(monkeypatch):
@@ -33,11 +34,14 @@ def test_a_bad_variable_names_itself(monkeypatch):
 def test_keywords_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("GPUXFER_CHUNK_BYTES", "4MiB")
     monkeypatch.setenv("GPUXFER_HOST_THREADS", "3")
+    monkeypatch.setenv("GPUXFER_CAPTURE_KERNELS", "0")
     m = gpuxfer.Manager(min_devices=0, chunk_bytes="2MiB", numa="off", pool_limit_bytes=1 << 30)
     assert m.options.chunk_bytes == 2 << 20
     assert m.options.host_threads == 3  # not given: the environment's
     assert m.options.numa == gpuxfer.NumaPlacement.off
     assert m.options.pool_limit_bytes == 1 << 30
+    assert not m.options.capture_copy_kernels  # the environment's
+    assert gpuxfer.Manager(min_devices=0, capture_copy_kernels=True).options.capture_copy_kernels
 
 
 def test_an_unknown_keyword_is_a_type_error():

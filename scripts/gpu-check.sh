@@ -247,7 +247,7 @@ if ((run_default)); then
   # a graph as a memcpy node and as a kernel node.
   run_probe gpuxfer-probe-small-calls "median|timeline|probe-small-calls:"
   run_probe gpuxfer-probe-partial-registration "alone|registered per call|probe-partial-registration:"
-  run_probe gpuxfer-probe-graph-nodes "round 2|probe-graph-nodes:"
+  run_probe gpuxfer-probe-graph-nodes "round 2|wrong bytes:|probe-graph-nodes:"
   # The cross-process bench, one rank per GPU under `gpuxfer launch`, appended to bench.log: with 2+ GPUs
   # the measurement (its failure fails the run); with one a world of one, a smoke run only (NCCL refuses
   # two ranks on one GPU). Its JSON stays in $work (8 files at most come back); with 2+ GPUs and torchrun,

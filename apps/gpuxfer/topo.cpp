@@ -124,9 +124,11 @@ void print_footer(const MultiGpuManager& m) {
   std::printf("\nNCCL: %s\n", m.nccl_available()
                                   ? ("available, version " + nccl_version_string(m.nccl_version())).c_str()
                                   : (o.enable_nccl ? "not available" : "disabled (GPUXFER_NCCL)"));
-  std::printf("options: peer access %s, pool limit %s, chunk %s, host threads %u, numa %s\n",
-              o.enable_peer_access ? "on" : "off", format_bytes(o.pool_limit_bytes).c_str(),
-              format_bytes(o.chunk_bytes).c_str(), o.host_threads, std::string(to_string(o.numa)).c_str());
+  std::printf(
+      "options: peer access %s, pool limit %s, chunk %s, host threads %u, numa %s, capture kernels %s\n",
+      o.enable_peer_access ? "on" : "off", format_bytes(o.pool_limit_bytes).c_str(),
+      format_bytes(o.chunk_bytes).c_str(), o.host_threads, std::string(to_string(o.numa)).c_str(),
+      o.capture_copy_kernels ? "on" : "off");
 }
 
 }  // namespace

@@ -145,7 +145,8 @@ class GpuCaptureBySize : public GpuCapture, public ::testing::WithParamInterface
 };
 
 void GpuCaptureBySize::capture_gathers_and_replay() {
-  const std::size_t kernel_max = manager().options().capture_copy_kernels ? 64 * kKiB : 0;
+  constexpr std::size_t kernel_max = 64 * kKiB;
+  const bool kernels_on = manager().options().capture_copy_kernels;
   constexpr std::size_t guard = 64;
   const std::size_t n = device_count();
   std::vector<DeviceMemory*> memory;
@@ -177,12 +178,12 @@ void GpuCaptureBySize::capture_gathers_and_replay() {
     std::size_t kernels = 0;  // pieces small, 16-byte aligned at both ends and mapped: kernel nodes
     for (const GatherPiece& p : pieces) {
       const bool mapped = !registered || maps_registered(p.device);
-      kernels += p.size <= kernel_max && aligned(into.data() + p.offset) &&
+      kernels += kernels_on && p.size <= kernel_max && aligned(into.data() + p.offset) &&
                  aligned(memory[p.device]->get()) && mapped;
     }
     EXPECT_EQ(graph.nodes(cudaGraphNodeTypeKernel), kernels) << where;
     EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy), n - kernels) << where;
-    if (shift == 0 && GetParam() <= kernel_max && kernel_max != 0 && (!registered || maps_registered(0))) {
+    if (kernels_on && shift == 0 && GetParam() <= kernel_max && (!registered || maps_registered(0))) {
       EXPECT_GE(kernels, 1U) << where << ": device 0's piece is small, aligned and mapped";
     }
     for (int r = 0; r < 5; ++r) {

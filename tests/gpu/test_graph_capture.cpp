@@ -5,9 +5,11 @@
 // Operations on another thread, while a stream captures in global mode, neither fail nor invalidate it.
 #include "gpu/fixture.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -415,6 +417,135 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   for (std::size_t i = 0; gathered_on_device && i < n; ++i) {
     EXPECT_TRUE(device_matches(ordinal(0), static_cast<const std::byte*>(on_device.get()) + i * kBytes,
                                kBytes, seed(i), 0, "gather_to_device, device " + std::to_string(i)));
+  }
+}
+
+// A captured gpuxfer operation must keep its work off the streams that gpuxfer's other operations use:
+// a stream that waits on a capturing stream's event joins that capture until it ends, so work another
+// thread queues there meanwhile would fail (waiting on an event from outside the capture), be captured
+// into the wrong graph, or merge two captures. One thread captures a gather, in thread-local and in
+// global mode; while the capture is open, another thread gathers blocking and stream-ordered; then the
+// capture ends holding only its own gather's nodes and replays with new data.
+TEST_F(GpuCapture, AnOpenCaptureOfAGatherLeavesOtherThreadsGathersAlone) {
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < n; ++i) memory.push_back(&register_pattern(i, kBytes));
+  const DeviceGuard current(ordinal(0));
+  const Stream captured(ordinal(0));
+  const Stream theirs(ordinal(0));
+  PinnedMemory into(n * kBytes);
+  PinnedMemory blocking(n * kBytes);
+  PinnedMemory ordered(n * kBytes);
+  for (const cudaStreamCaptureMode mode : {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal}) {
+    const std::string where = mode == cudaStreamCaptureModeGlobal ? "global mode" : "thread-local mode";
+    for (std::size_t i = 0; i < n; ++i) fill_device(ordinal(i), memory[i]->get(), kBytes, seed(i));
+    Graph graph;
+    graph.begin(captured.get(), mode);
+    std::vector<std::string> failures;
+    try {
+      (void)xfer().gather_into_async(into.span(), captured.get());
+    } catch (const std::exception& e) {
+      failures.push_back(std::string("the captured gather: ") + e.what());
+    }
+    std::thread other([&] {
+      try {
+        std::fill(blocking.span().begin(), blocking.span().end(), kPoison);
+        (void)xfer().gather_into(blocking.span());
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto same = host_matches(blocking.span().subspan(i * kBytes, kBytes), seed(i), 0,
+                                         where + ", the blocking gather, device " + std::to_string(i));
+          if (!same) failures.push_back(same.message());
+        }
+        std::fill(ordered.span().begin(), ordered.span().end(), kPoison);
+        (void)xfer().gather_into_async(ordered.span(), theirs.get());
+        const TestRelaxed relaxed;
+        theirs.synchronize();
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto same = host_matches(ordered.span().subspan(i * kBytes, kBytes), seed(i), 0,
+                                         where + ", the stream-ordered gather, device " + std::to_string(i));
+          if (!same) failures.push_back(same.message());
+        }
+      } catch (const std::exception& e) {
+        failures.push_back(where + ", the other thread: " + e.what());
+      }
+    });
+    other.join();
+    std::string all;
+    for (const std::string& f : failures) all += "\n  " + f;
+    EXPECT_TRUE(failures.empty()) << all;
+    graph.end(captured.get());  // throws, naming the error, when the capture was invalidated or left unjoined
+    EXPECT_EQ(graph.nodes(cudaGraphNodeTypeMemcpy) + graph.nodes(cudaGraphNodeTypeKernel), n)
+        << where << ": the graph holds the captured gather's copies alone";
+    for (int r = 0; r < 3; ++r) {
+      const std::uint64_t produced = seed(static_cast<std::size_t>(r) + 100);
+      produce(memory, captured.get(), produced);
+      std::fill(into.span().begin(), into.span().end(), kPoison);
+      graph.launch(captured.get());
+      captured.synchronize();
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(host_matches(into.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                                 where + ", replay " + std::to_string(r) + ", device " + std::to_string(i)));
+      }
+    }
+  }
+}
+
+// Two threads each capture a gather on a stream of their own at the same time: the two captures must
+// not merge through a stream of gpuxfer's, and each ends holding its own copies and replays.
+TEST_F(GpuCapture, TwoThreadsCaptureGathersAtOnce) {
+  const std::size_t n = device_count();
+  std::vector<DeviceMemory*> memory;
+  for (std::size_t i = 0; i < n; ++i) memory.push_back(&register_pattern(i, kBytes));
+  struct Side {
+    explicit Side(int ordinal, std::size_t bytes) : stream(ordinal), out(bytes) {}
+    Stream stream;
+    PinnedMemory out;
+    Graph graph;
+    std::string failure;
+  };
+  std::vector<std::unique_ptr<Side>> sides;
+  for (int t = 0; t < 2; ++t) sides.push_back(std::make_unique<Side>(ordinal(0), n * kBytes));
+  std::atomic<int> begun{0};
+  std::atomic<int> queued{0};
+  std::vector<std::thread> threads;
+  for (auto& owned : sides) {
+    Side* side = owned.get();
+    threads.emplace_back([&, side] {
+      try {
+        const DeviceGuard current(ordinal(0));
+        side->graph.begin(side->stream.get());
+        // Both captures open before either queues its gather.
+        begun.fetch_add(1);
+        while (begun.load() < 2) std::this_thread::yield();
+        try {
+          (void)xfer().gather_into_async(side->out.span(), side->stream.get());
+        } catch (const std::exception& e) {
+          side->failure = std::string("the captured gather: ") + e.what() + "; ";
+        }
+        // Neither capture ends before both gathers are queued.
+        queued.fetch_add(1);
+        while (queued.load() < 2) std::this_thread::yield();
+        side->graph.end(side->stream.get());
+      } catch (const std::exception& e) {
+        side->failure += e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (std::size_t t = 0; t < sides.size(); ++t) {
+    Side& side = *sides[t];
+    ASSERT_TRUE(side.failure.empty()) << "thread " << t << ": " << side.failure;
+    EXPECT_EQ(side.graph.nodes(cudaGraphNodeTypeMemcpy) + side.graph.nodes(cudaGraphNodeTypeKernel), n)
+        << "thread " << t;
+    const std::uint64_t produced = seed(200 + t);
+    produce(memory, side.stream.get(), produced);
+    std::fill(side.out.span().begin(), side.out.span().end(), kPoison);
+    side.graph.launch(side.stream.get());
+    side.stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(host_matches(side.out.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                               "thread " + std::to_string(t) + ", device " + std::to_string(i)));
+    }
   }
 }
 

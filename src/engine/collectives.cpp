@@ -22,7 +22,7 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
   // waits, launch and events together, so that every device's nccl stream holds the groups in one order.
   std::lock_guard lock(m.nccl.launch_mutex());
   for (const DeviceRange& r : ranges) {
-    DeviceStreams& s = m.streams_of(r.device);
+    DeviceStreams& s = streams_for(m, r);
     DeviceGuard guard(s.ordinal);
     stream_wait(s.nccl.get(), r.ready);
     stream_wait(s.nccl.get(), ranges[root].ready);
@@ -35,7 +35,7 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
     for (const DeviceRange& r : ranges) {
       const void* send = r.device == root ? static_cast<const void*>(r.ptr) : nullptr;
       const ncclResult_t result = ncclBroadcast(send, r.ptr, bytes, ncclUint8, static_cast<int>(root),
-                                                comms[r.device], m.streams_of(r.device).nccl.get());
+                                                comms[r.device], streams_for(m, r).nccl.get());
       if (result != ncclSuccess) {
         (void)ncclGroupEnd();
         GPUXFER_NCCL_TRY_CTX(result, "broadcast_from_device on " + device_name(m, r.device));
@@ -46,9 +46,9 @@ void enqueue_nccl_broadcast(ManagerState& m, std::span<const DeviceRange> ranges
   // The group is launched on every device: should an event fail now, it finishes before the buffers go
   // back to the caller (a group that failed to launch is not drained: its kernels would wait for each other).
   DrainOnError drain;
-  for (const DeviceRange& r : ranges) drain.add(m.streams_of(r.device).nccl.get());
+  for (const DeviceRange& r : ranges) drain.add(streams_for(m, r).nccl.get());
   for (const DeviceRange& r : ranges) {
-    DeviceStreams& s = m.streams_of(r.device);
+    DeviceStreams& s = streams_for(m, r);
     DeviceGuard guard(s.ordinal);
     op.track(record_event(s.ordinal, s.nccl.get()), device_name(m, r.device));
   }

@@ -19,7 +19,7 @@ std::string describe(const ManagerState& m, const char* what, const DeviceRange&
 
 SharedEvent enqueue_peer_copy(ManagerState& m, const DeviceRange& src, const DeviceRange& dst,
                               std::size_t stream_owner) {
-  DeviceStreams& s = m.streams_of(stream_owner);
+  DeviceStreams& s = streams_for(m, stream_owner == src.device ? src : dst);
   DeviceGuard guard(s.ordinal);
   const cudaStream_t stream = s.d2d.get();
   stream_wait(stream, src.ready);
@@ -39,8 +39,8 @@ SharedEvent enqueue_peer_copy(ManagerState& m, const DeviceRange& src, const Dev
 
 SharedEvent enqueue_staged_copy(ManagerState& m, const DeviceRange& src, const DeviceRange& dst,
                                 OperationState& op) {
-  DeviceStreams& s = m.streams_of(src.device);
-  DeviceStreams& d = m.streams_of(dst.device);
+  DeviceStreams& s = streams_for(m, src);
+  DeviceStreams& d = streams_for(m, dst);
   ChunkRing ring(m.pool, src.size, m.options.chunk_bytes, gpu_ring_slots, m.staging_node(src.device));
   const cudaStream_t down = s.d2h.get();
   const cudaStream_t up = d.h2d.get();

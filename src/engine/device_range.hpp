@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "node/manager_state.hpp"
 #include "runtime/event.hpp"
 
 namespace gpuxfer::detail {
@@ -24,6 +25,14 @@ struct DeviceRange {
   /// buffer's own stream (OperationOrder::add's OwnStream::allowed): that stream's order then covers the
   /// wait for its earlier work and its later work's wait for the copy. Null: a gpuxfer stream.
   cudaStream_t own_stream = nullptr;
+  /// Set by OperationOrder::begin() while the caller's stream captures a graph: the device's streams this
+  /// capture took (ManagerState::capture_streams). Null: the device's own (ManagerState::streams_of).
+  DeviceStreams* streams = nullptr;
 };
+
+/// The streams the engine queues @p r's work on (DeviceRange::streams).
+[[nodiscard]] inline DeviceStreams& streams_for(const ManagerState& m, const DeviceRange& r) noexcept {
+  return r.streams != nullptr ? *r.streams : m.streams_of(r.device);
+}
 
 }  // namespace gpuxfer::detail

@@ -26,7 +26,7 @@ std::string describe(const ManagerState& m, const DeviceRange& src) {
 }  // namespace
 
 SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte* host, Queued queued) {
-  DeviceStreams& s = m.streams_of(src.device);
+  DeviceStreams& s = streams_for(m, src);
   DeviceGuard guard(s.ordinal);
   const cudaStream_t stream = src.own_stream != nullptr ? src.own_stream : s.d2h.get();
   stream_wait(stream, src.ready);
@@ -54,7 +54,7 @@ struct PageableSource {
 
 // Queues the D2H of chunk k of @p src into its slot and publishes it to the workers.
 void queue_chunk(ManagerState& m, PageableSource& src, std::size_t k) {
-  DeviceStreams& s = m.streams_of(src.range.device);
+  DeviceStreams& s = streams_for(m, src.range);
   DeviceGuard guard(s.ordinal);
   StagingSlot& slot = src.ring.slot(k);
   GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(slot.data, src.range.ptr + src.ring.offset(k), src.ring.size(k),
@@ -102,7 +102,7 @@ std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const Devi
   }
   DrainOnError drain;
   for (auto& src : active) {
-    DeviceStreams& s = m.streams_of(src->range.device);
+    DeviceStreams& s = streams_for(m, src->range);
     drain.add(s.d2h.get());
     DeviceGuard guard(s.ordinal);
     stream_wait(s.d2h.get(), src->range.ready);
@@ -164,7 +164,7 @@ std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const Devi
   }
   std::vector<SharedEvent> ends;
   for (const DeviceRange& r : sources) {
-    DeviceStreams& s = m.streams_of(r.device);
+    DeviceStreams& s = streams_for(m, r);
     DeviceGuard guard(s.ordinal);
     ends.push_back(record_event(s.ordinal, s.d2h.get()));
   }

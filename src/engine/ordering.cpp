@@ -1,6 +1,7 @@
 #include "engine/ordering.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include <gpuxfer/error.hpp>
@@ -24,6 +25,30 @@ bool is_plain(cudaStream_t stream) noexcept {
 void prune(std::vector<SharedEvent>& events) {
   const RelaxedCapture relaxed;
   std::erase_if(events, [](const SharedEvent& e) { return e->completed() || cudaEventQuery(e->get()) == cudaSuccess; });
+}
+
+// A set of @p device's capture streams for the capture @p capture: one in no capture or already in this
+// one, else a new one. Each of its streams waits for @p fork before the lock is let go, which joins it to
+// the capture, so no other capture can take it meanwhile; the capture's end frees it.
+DeviceStreams& take_capture_streams(ManagerState& m, std::size_t device, unsigned long long capture,
+                                    const SharedEvent& fork) {
+  std::lock_guard lock(m.capture_mutex);
+  if (m.capture_streams.size() < m.size()) m.capture_streams.resize(m.size());
+  DeviceGuard guard(m.ordinal(device));
+  const RelaxedCapture relaxed;  // a new set's streams and scratch pool are made on a capturing thread
+  const auto free_for = [&](const DeviceStreams& set) {
+    const std::array<cudaStream_t, 4> streams = set.copy_streams();
+    return std::all_of(streams.begin(), streams.end(), [&](cudaStream_t stream) {
+      const std::optional<unsigned long long> in = capture_of(stream, "asking a capture stream's capture");
+      return !in || *in == capture;
+    });
+  };
+  std::vector<std::unique_ptr<DeviceStreams>>& sets = m.capture_streams[device];
+  const auto found = std::find_if(sets.begin(), sets.end(), [&](const auto& set) { return free_for(*set); });
+  DeviceStreams& set =
+      found != sets.end() ? **found : *sets.emplace_back(std::make_unique<DeviceStreams>(m.ordinal(device)));
+  for (cudaStream_t stream : set.copy_streams()) stream_wait(stream, fork);
+  return set;
 }
 
 }  // namespace
@@ -53,6 +78,7 @@ void OperationOrder::order_with(cudaStream_t stream) {
   const CallerStream caller = caller_stream(stream, what_, "the caller's stream");
   capturing_ = caller.capturing;
   caller_ordinal_ = caller.ordinal;
+  if (capturing_) captures_.assign(1, caller.capture_id);
 }
 
 void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
@@ -62,15 +88,14 @@ void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
                                             " devices (one per device)");
   }
   per_device_.assign(per_device.begin(), per_device.end());
+  captures_.assign(per_device_.size(), std::nullopt);
   for (std::size_t i = 0; i < per_device_.size(); ++i) {
     cudaStream_t& stream = per_device_[i];
     if (stream == nullptr) stream = cudaStreamLegacy;
     if (stream == cudaStreamLegacy) continue;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    GPUXFER_CUDA_TRY_CTX(
-        cudaStreamIsCapturing(stream, &status),
-        std::string(what_) + ": asking whether the stream of " + device_name(m_, i) + " captures");
-    if (status != cudaStreamCaptureStatusNone) {
+    captures_[i] = capture_of(
+        stream, std::string(what_) + ": asking whether the stream of " + device_name(m_, i) + " captures");
+    if (captures_[i]) {
       capturing_ = true;
       continue;
     }
@@ -111,6 +136,17 @@ SharedEvent OperationOrder::fork_event(std::size_t device) {
   return forks_.back().second;
 }
 
+DeviceStreams* OperationOrder::capture_streams(std::size_t device) {
+  for (const auto& [d, set] : taken_) {
+    if (d == device) return set;
+  }
+  const std::optional<unsigned long long> capture = caller_ ? captures_.front() : captures_.at(device);
+  if (!capture) return nullptr;  // this device's stream captures nothing: the device's own streams
+  DeviceStreams& set = take_capture_streams(m_, device, *capture, fork_event(device));
+  taken_.emplace_back(device, &set);
+  return &set;
+}
+
 bool OperationOrder::is_caller(std::size_t device, cudaStream_t stream) const noexcept {
   if (caller_) return *caller_ == stream;
   return !per_device_.empty() && per_device_[device] == stream;
@@ -130,6 +166,7 @@ void OperationOrder::begin() {
     DeviceRange& r = *e.range;
     r.ready.clear();
     r.own_stream = nullptr;
+    r.streams = capturing_ ? capture_streams(r.device) : nullptr;
     if (has_caller()) r.ready.push_back(fork_event(r.device));
     if (!r.order || capturing_) continue;
     BufferOrder& o = *r.order;
@@ -174,6 +211,13 @@ void OperationOrder::done_all(const std::vector<SharedEvent>& events) {
 }
 
 void OperationOrder::join() {
+  // Every stream a capture took rejoins it, those the operation left unused too (a fork not joined fails
+  // the capture's end).
+  for (const auto& [device, set] : taken_) {
+    DeviceGuard guard(set->ordinal);
+    for (cudaStream_t stream : set->copy_streams()) finished_.push_back(record_event(set->ordinal, stream));
+  }
+  taken_.clear();
   if (caller_) {
     DeviceGuard guard(caller_ordinal_);
     stream_wait(*caller_, finished_);

@@ -65,7 +65,8 @@ class BufferOrder {
 ///    records it as the buffer's last write or a read in flight, and join() makes the caller's stream
 ///    wait for all of it.
 /// While the caller's stream captures a graph, only the fork and the join are made (the graph's launches
-/// order with everything else) and nothing is queried or recorded in the registrations.
+/// order with everything else) and nothing is queried or recorded in the registrations; the work goes on
+/// streams the capture takes for itself (DeviceRange::streams), never on those other operations share.
 class OperationOrder {
  public:
   /// @p caller: nothing for a form ordered by the registrations alone; one stream (0 and cudaStreamLegacy
@@ -109,6 +110,8 @@ class OperationOrder {
   void order_with(std::span<const cudaStream_t> per_device);
   SharedEvent fork_event(std::size_t device);
   [[nodiscard]] bool has_caller() const noexcept { return caller_ || !per_device_.empty(); }
+  /// The capture's streams of @p device, taken at the first range of the device (capturing only).
+  DeviceStreams* capture_streams(std::size_t device);
   /// True when @p stream is the caller's stream for @p device (its fork and join cover it).
   [[nodiscard]] bool is_caller(std::size_t device, cudaStream_t stream) const noexcept;
   void unlock() noexcept;
@@ -118,6 +121,10 @@ class OperationOrder {
   int caller_ordinal_ = -1;
   std::vector<cudaStream_t> per_device_;  // or one per device (the legacy default stream's form too)
   bool capturing_ = false;
+  // The capture of the caller's stream (one entry) or of each device's (none for a device whose stream
+  // does not capture).
+  std::vector<std::optional<unsigned long long>> captures_;
+  std::vector<std::pair<std::size_t, DeviceStreams*>> taken_;  // capture_streams() per device
   const char* what_;
   std::vector<Entry> entries_;
   std::vector<std::pair<std::size_t, SharedEvent>> forks_;     // per device (one entry for a plain stream)

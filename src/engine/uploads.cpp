@@ -111,7 +111,7 @@ class HostSource {
 
 void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, const std::byte* src,
                   std::size_t len) {
-  DeviceStreams& s = m.streams_of(dst.device);
+  DeviceStreams& s = streams_for(m, dst);
   GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(dst.ptr + offset, src, len, cudaMemcpyHostToDevice, s.h2d.get()),
                        "broadcast upload of " + std::to_string(len) + " bytes to " + device_name(m, dst.device));
 }
@@ -124,8 +124,8 @@ std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> 
   DrainOnError drain;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
-    drain.add(m.streams_of(t.device).h2d.get());
-    stream_wait(m.streams_of(t.device).h2d.get(), t.ready);
+    drain.add(streams_for(m, t).h2d.get());
+    stream_wait(streams_for(m, t).h2d.get(), t.ready);
   }
   for (std::size_t k = 0, offset = 0; offset < n; ++k, offset += chunk) {
     const std::size_t len = std::min(chunk, n - offset);
@@ -133,14 +133,14 @@ std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> 
     for (const DeviceRange& t : targets) {
       DeviceGuard guard(m.ordinal(t.device));
       upload_chunk(m, t, offset, src, len);
-      source.used(k, record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
+      source.used(k, record_event(m.ordinal(t.device), streams_for(m, t).h2d.get()));
     }
     source.queued(k);
   }
   std::vector<SharedEvent> ends;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
-    ends.push_back(record_event(m.ordinal(t.device), m.streams_of(t.device).h2d.get()));
+    ends.push_back(record_event(m.ordinal(t.device), streams_for(m, t).h2d.get()));
   }
   source.give_back_after(ends);
   return ends;
@@ -156,7 +156,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
   DrainOnError drain;
   // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.
   for (const DeviceRange& a : targets) {
-    DeviceStreams& s = m.streams_of(a.device);
+    DeviceStreams& s = streams_for(m, a);
     DeviceGuard guard(s.ordinal);
     drain.add(s.h2d.get());
     drain.add(s.d2d.get());
@@ -166,7 +166,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
   for (std::size_t c = 0, offset = 0; offset < n; ++c, offset += chunk) {
     const std::size_t len = std::min(chunk, n - offset);
     const DeviceRange& owner = targets[c % k];
-    DeviceStreams& s = m.streams_of(owner.device);
+    DeviceStreams& s = streams_for(m, owner);
     const std::byte* src = source.chunk(c, offset, len);
     DeviceGuard guard(s.ordinal);
     upload_chunk(m, owner, offset, src, len);
@@ -184,7 +184,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
   }
   std::vector<SharedEvent> ends;
   for (const DeviceRange& t : targets) {
-    DeviceStreams& s = m.streams_of(t.device);
+    DeviceStreams& s = streams_for(m, t);
     DeviceGuard guard(s.ordinal);
     ends.push_back(record_event(s.ordinal, s.h2d.get()));
     ends.push_back(record_event(s.ordinal, s.d2d.get()));

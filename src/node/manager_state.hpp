@@ -2,8 +2,10 @@
 // workers and the NCCL communicators. Every operation of the engine reaches the node through this.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,11 @@ struct DeviceStreams {
   Stream nccl;      // NCCL collectives alone: their kernels wait for each other across devices, so no copy
                     // that waits on another device may queue between them (engine/collectives.cpp)
   MemPool scratch;  // stream-ordered scratch space (gather_slices' packing buffer)
+
+  /// The four copy streams.
+  [[nodiscard]] std::array<cudaStream_t, 4> copy_streams() const noexcept {
+    return {h2d.get(), d2h.get(), d2d.get(), nccl.get()};
+  }
 };
 
 struct ManagerState {
@@ -52,6 +59,11 @@ struct ManagerState {
   std::vector<std::vector<char>> peer;  // peer[a][b]: a's memory reachable from b and back
   bool all_peers = false;
   std::vector<std::unique_ptr<DeviceStreams>> device_streams;
+  // Captured work's streams, per device, each set taken by one capture at a time: a stream that waits for
+  // a capturing stream's work belongs to that capture until it ends, so captured work never goes on
+  // device_streams, which every other operation shares (OperationOrder::begin, engine/ordering.cpp).
+  std::mutex capture_mutex;
+  std::vector<std::vector<std::unique_ptr<DeviceStreams>>> capture_streams;
   PinnedPool pool;
   std::vector<std::unique_ptr<HostCopyWorkers>> copy_workers;  // one set per staging node in use
   std::vector<std::size_t> workers_of;                         // device index -> its set in copy_workers

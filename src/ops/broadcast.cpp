@@ -45,8 +45,8 @@ void queue_broadcast(detail::TransferState& t, std::span<const std::byte> data, 
   // Should ordering fail after the uploads are queued, they finish before the caller gets @p data back.
   detail::DrainOnError drain;
   for (const auto& r : targets) {
-    drain.add(m.streams_of(r.device).h2d.get());
-    drain.add(m.streams_of(r.device).d2d.get());
+    drain.add(detail::streams_for(m, r).h2d.get());
+    drain.add(detail::streams_for(m, r).d2d.get());
   }
   const std::vector<detail::SharedEvent> ends = detail::upload_to_all(
       m, data, targets, scatter ? detail::UploadMode::scatter_allgather : detail::UploadMode::per_device, pinned);
@@ -100,9 +100,9 @@ void queue_broadcast_from_device(detail::TransferState& t, std::size_t root, Dev
   detail::DrainOnError drain;
   for (std::size_t i = 0; !use_nccl && i < ranges.size(); ++i) {
     if (i == root) continue;
-    drain.add(m.streams_of(i).d2d.get());
-    drain.add(m.streams_of(i).h2d.get());
-    drain.add(m.streams_of(root).d2h.get());
+    drain.add(detail::streams_for(m, ranges[i]).d2d.get());
+    drain.add(detail::streams_for(m, ranges[i]).h2d.get());
+    drain.add(detail::streams_for(m, ranges[root]).d2h.get());
   }
   if (use_nccl) {
     detail::enqueue_nccl_broadcast(m, ranges, root, op);

@@ -34,7 +34,7 @@ void queue_copy_buffer(detail::TransferState& t, std::size_t src_device, std::si
   order.begin();
   // Should ordering fail after the upload is queued, it finishes before the caller gets @p data back.
   detail::DrainOnError drain;
-  drain.add(m.streams_of(dst_device).h2d.get());
+  drain.add(detail::streams_for(m, dst).h2d.get());
   const std::vector<detail::SharedEvent> ends =
       detail::upload_to_all(m, data, std::span(&dst, 1), detail::UploadMode::per_device, pinned);
   order.done(dst, ends);
@@ -75,9 +75,9 @@ std::unique_ptr<detail::OperationState> queue_copy_device_buffer(detail::Transfe
   auto op = std::make_unique<detail::OperationState>("copy_device_buffer");
   // Should ordering fail after the copy is queued, it finishes before the caller gets the buffers back.
   detail::DrainOnError drain;
-  drain.add(m.streams_of(src_device).d2d.get());
-  drain.add(m.streams_of(src_device).d2h.get());
-  drain.add(m.streams_of(dst_device).h2d.get());
+  drain.add(detail::streams_for(m, src).d2d.get());
+  drain.add(detail::streams_for(m, src).d2h.get());
+  drain.add(detail::streams_for(m, dst).h2d.get());
   detail::SharedEvent copied = use_peer ? detail::enqueue_peer_copy(m, src, dst, src_device)
                                         : detail::enqueue_staged_copy(m, src, dst, *op);
   order.done(src, {copied});

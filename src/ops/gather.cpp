@@ -98,7 +98,8 @@ std::vector<GatherPiece> queue_gather_into(detail::TransferState& t, std::span<s
   detail::OperationState op("gather_into");
   // Should a later source fail, the copies already queued into @p out finish before the caller gets it back.
   detail::DrainOnError drain;
-  for (const auto& r : present) drain.add(r.own_stream != nullptr ? r.own_stream : t.m.streams_of(r.device).d2h.get());
+  for (const auto& r : present)
+    drain.add(r.own_stream != nullptr ? r.own_stream : detail::streams_for(t.m, r).d2h.get());
   for (std::size_t i = 0; pinned && i < present.size(); ++i) {
     detail::SharedEvent written = detail::enqueue_download(
         t.m, present[i], outs[i], order.capturing() ? detail::Queued::captured : detail::Queued::run);
@@ -144,9 +145,9 @@ std::vector<GatherPiece> queue_gather_to_device(detail::TransferState& t, std::s
   detail::DrainOnError drain;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) continue;
-    drain.add(t.m.streams_of(i).d2d.get());
-    drain.add(t.m.streams_of(i).d2h.get());
-    drain.add(t.m.streams_of(dst_device).h2d.get());
+    drain.add(detail::streams_for(t.m, *ranges[i]).d2d.get());
+    drain.add(detail::streams_for(t.m, *ranges[i]).d2h.get());
+    drain.add(detail::streams_for(t.m, targets[i]).h2d.get());
   }
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) continue;

@@ -101,7 +101,7 @@ std::size_t queue_gather_slices(detail::TransferState& t, std::span<const Device
     for (std::size_t d = 0; d < plans.size(); ++d) {
       DevicePlan& p = plans[d];
       if (p.items.empty()) continue;
-      detail::DeviceStreams& s = m.streams_of(d);
+      detail::DeviceStreams& s = detail::streams_for(m, marks[d]);
       detail::DeviceGuard guard(s.ordinal);
       const detail::RelaxedCapture relaxed;  // the scratch's stream-ordered allocation, on gpuxfer's stream
       const cudaStream_t stream = s.d2h.get();
@@ -129,8 +129,8 @@ std::size_t queue_gather_slices(detail::TransferState& t, std::span<const Device
       op.track(finished, detail::device_name(m, d));
       op.hold(std::move(items), finished);
     }
+    order.join();  // within the drain's scope: should it fail, the copies into @p out finish first
   }
-  order.join();
   if (!blocking && pinned_out) return total;  // done when the caller's stream gets there
   op.wait();
   if (!pinned_out) {

@@ -7,11 +7,18 @@
 
 namespace gpuxfer::detail {
 
-CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
+std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GPUXFER_CUDA_TRY_CTX(cudaStreamIsCapturing(stream, &status),
-                       what + ": asking whether " + name + " captures (a destroyed stream?)");
-  CallerStream caller{.capturing = status != cudaStreamCaptureStatusNone};
+  unsigned long long id = 0;
+  GPUXFER_CUDA_TRY_CTX(cudaStreamGetCaptureInfo(stream, &status, &id), what + " (a destroyed stream?)");
+  if (status == cudaStreamCaptureStatusNone) return std::nullopt;
+  return id;
+}
+
+CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
+  const std::optional<unsigned long long> capture =
+      capture_of(stream, what + ": asking whether " + name + " captures");
+  CallerStream caller{.capturing = capture.has_value(), .capture_id = capture.value_or(0)};
   if (!caller.capturing) {
     GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller.ordinal),
                          what + ": asking the device of " + name);

@@ -1,6 +1,7 @@
 // A move-only owner of one non-blocking CUDA stream.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,7 +15,12 @@ namespace gpuxfer::detail {
 struct CallerStream {
   bool capturing = false;
   int ordinal = -1;
+  unsigned long long capture_id = 0;  // when capturing: the capture's id, unique in the process
 };
+
+/// The id of the capture @p stream belongs to (cudaStreamGetCaptureInfo), none when it captures nothing.
+/// @throws Error(Errc::cuda_error) when CUDA cannot tell (a destroyed stream?), naming @p what
+[[nodiscard]] std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what);
 
 /// @p stream's CallerStream; @p what (the operation) and @p name ("the producer stream") in errors.
 /// @throws Error(Errc::cuda_error) when CUDA cannot tell (a destroyed stream?)

@@ -11,7 +11,12 @@ class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout), end_(Clock::now() + timeout) {}
+  /// Ends @p timeout from now, or never when that is past the clock's range (a timeout meant as none).
+  explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout), end_(from_now(timeout)) {}
+  /// Ends @p extra after @p timeout from now, as saturating.
+  Deadline(std::chrono::milliseconds timeout, std::chrono::milliseconds extra)
+      : Deadline(extra > std::chrono::milliseconds::max() - timeout ? std::chrono::milliseconds::max()
+                                                                    : timeout + extra) {}
 
   [[nodiscard]] bool expired() const { return Clock::now() >= end_; }
 
@@ -37,6 +42,12 @@ class Deadline {
   }
 
  private:
+  static Clock::time_point from_now(std::chrono::milliseconds timeout) {
+    const Clock::time_point now = Clock::now();
+    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+    return timeout >= room ? Clock::time_point::max() : now + timeout;
+  }
+
   std::chrono::milliseconds timeout_;
   Clock::time_point end_;
 };

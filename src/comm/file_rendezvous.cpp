@@ -172,7 +172,7 @@ class FileRendezvous {
   std::string wait_for_result() {
     // A second more than rank 0 waits for the claims: when rank 0 started about when this rank did, its
     // error (a rank missing, a conflict) arrives rather than a timeout of this rank's own.
-    const Deadline waiting(env_.timeout + std::chrono::seconds(1));
+    const Deadline waiting(env_.timeout, std::chrono::seconds(1));
     std::optional<std::string> text;
     while (!(text = read_whole(path_))) {
       if (waiting.expired()) {

@@ -178,7 +178,7 @@ std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
   const std::string message = encode(hello);
   // Rank 0 listened before this connection, so its own deadline ends within one timeout from now: waiting
   // a little longer lets its error (a rank missing, a conflict) arrive rather than a timeout of our own.
-  const Deadline answering(timeout + std::chrono::seconds(1));
+  const Deadline answering(timeout, std::chrono::seconds(1));
   if (!send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())), answering)) {
     throw Error(Errc::comm_error, who + " could not send its hello to rank 0 at " + address.to_string() +
                                       ": rank 0 closed the connection (it failed or was stopped)");

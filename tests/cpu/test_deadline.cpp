@@ -1,0 +1,44 @@
+// Deadline, which bounds every wait of a rendezvous and of NCCL: a timeout too long for the steady clock
+// (a caller's "no timeout": milliseconds::max(), Python's timedelta.max) is a deadline never reached,
+// not an overflow that has expired at once.
+#include <chrono>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "comm/deadline.hpp"
+
+namespace gpuxfer::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(Deadline, AnOrdinaryTimeoutExpiresAfterIt) {
+  const Deadline soon(milliseconds(1));
+  EXPECT_LE(soon.poll_ms(), 1);
+  const Deadline later(milliseconds(60'000));
+  EXPECT_FALSE(later.expired());
+  EXPECT_EQ(later.poll_ms(), 1000);  // capped
+  EXPECT_EQ(later.poll_ms(milliseconds(5)), 5);
+}
+
+TEST(Deadline, ATimeoutBeyondTheClocksRangeNeverExpires) {
+  // 300 years, Python's timedelta.max in milliseconds, and the largest milliseconds there are.
+  for (const milliseconds timeout : {milliseconds(std::chrono::hours(24 * 365 * 300)),
+                                     milliseconds(86'399'999'999'999'999LL), milliseconds::max()}) {
+    const Deadline d(timeout);
+    EXPECT_FALSE(d.expired()) << timeout.count() << " ms";
+    EXPECT_EQ(d.poll_ms(), 1000) << timeout.count() << " ms";
+    EXPECT_EQ(d.timeout(), timeout);
+  }
+}
+
+TEST(Deadline, ALongerWaitThanTheTimeoutSaturates) {
+  const Deadline d(milliseconds::max(), std::chrono::seconds(1));
+  EXPECT_FALSE(d.expired());
+  EXPECT_EQ(d.timeout(), milliseconds::max());
+  EXPECT_EQ(Deadline(milliseconds(2000), std::chrono::seconds(1)).timeout(), milliseconds(3000));
+}
+
+}  // namespace
+}  // namespace gpuxfer::detail

@@ -48,11 +48,11 @@ struct TransferState;
 ///    over NCCL are captured (nothing allocated, synchronised or queried; ordered with the capturing
 ///    stream alone, the graph's launches order with the rest); what needs the host or the pinned pool
 ///    throws Errc::unsupported saying why. CUDA does not tell a capturing stream's device: it must be
-///    the calling thread's current device. Capture from one thread at a time per manager, and run no
-///    other operation of that manager meanwhile: gpuxfer's per-device streams join the capture. A capture
-///    holding no operation of the manager, on another thread and in any mode (global included), on a
-///    stream created with cudaStreamNonBlocking, neither hinders its operations, blocking or not, nor is
-///    invalidated by them: the calls CUDA counts unsafe during one (allocations, registrations, event and
+///    the calling thread's current device. Captured work goes on streams each open capture takes for
+///    itself, never on those the manager's other operations share: several threads may capture at once,
+///    and other operations may run meanwhile. A capture on another thread, in any mode (global included),
+///    on a stream created with cudaStreamNonBlocking, neither hinders the operations, blocking or not,
+///    nor is invalidated by them: the calls CUDA counts unsafe during one (allocations, registrations, event and
 ///    stream waits) are made with the thread relaxed. (While a blocking stream captures, CUDA refuses any
 ///    use of the legacy default stream, which operations given no stream order with.)
 ///  - Blocking forms are the same work plus a host wait. gather_to_device and gather_slices, whose

@@ -5,12 +5,16 @@
 #include <cstring>
 #include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gpuxfer/error.hpp>
+
+#include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
 namespace {
@@ -59,6 +63,37 @@ std::size_t size_of(const Fd& fd, const std::string& what) {
   return static_cast<std::size_t>(info.st_size);
 }
 
+// A creator holds an exclusive flock on its segment from shm_open to unlink; the kernel lets go of it when
+// the process ends, however it ends. A gpuxfer segment of this user whose lock can be taken therefore has
+// no live creator: it is what a rank killed (SIGTERM from a launcher, SIGKILL, the OOM killer) or ended by
+// std::terminate left behind, and nothing would ever unlink it. Mode 0 marks a segment whose creator has
+// not taken the lock yet (create() opens it so and sets 0600 once locked): left alone.
+void remove_stale_segments() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  std::size_t removed = 0;
+  std::size_t bytes = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = std::string("/") + entry->d_name;
+    if (name.rfind("/gpuxfer-", 0) != 0) continue;
+    Fd fd{::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0)};
+    if (fd.fd < 0) continue;
+    struct stat info {};
+    if (::fstat(fd.fd, &info) != 0 || info.st_uid != ::geteuid() || (info.st_mode & 0777) == 0) continue;
+    if (::flock(fd.fd, LOCK_EX | LOCK_NB) != 0) continue;  // its creator lives
+    if (::shm_unlink(name.c_str()) == 0) {
+      ++removed;
+      bytes += static_cast<std::size_t>(info.st_size);
+    }
+  }
+  ::closedir(dir);
+  if (removed != 0) {
+    GPUXFER_LOG(info, "removed " + std::to_string(removed) + " shared segment(s) of " +
+                          std::to_string(bytes) +
+                          " bytes in /dev/shm whose creators had ended without removing them");
+  }
+}
+
 }  // namespace
 
 std::size_t page_size() noexcept {
@@ -82,21 +117,27 @@ std::string shared_segment_name(std::uint64_t pid, std::uint64_t nonce, std::uin
 
 SharedSegment SharedSegment::create(const std::string& name, std::size_t bytes) {
   const std::string what = "the shared segment " + name + " of " + std::to_string(bytes) + " bytes";
-  Fd fd{::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)};
+  remove_stale_segments();
+  // Mode 0 until locked: remove_stale_segments leaves it alone meanwhile.
+  Fd fd{::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0)};
   if (fd.fd < 0) fail(errno, what + ": shm_open");
   SharedSegment segment;
   segment.name_ = name;
   segment.owner_ = true;  // from here the destructor unlinks it, whatever fails next
   segment.size_ = bytes;
+  if (::flock(fd.fd, LOCK_EX | LOCK_NB) != 0) fail(errno, what + ": flock");
+  if (::fchmod(fd.fd, 0600) != 0) fail(errno, what + ": fchmod");
+  segment.lock_fd_ = std::exchange(fd.fd, -1);  // held, with the lock, until the name is unlinked
+  const int locked = segment.lock_fd_;
   if (bytes == 0) return segment;
   const std::size_t length = round_to_pages(bytes);
-  if (::ftruncate(fd.fd, static_cast<off_t>(length)) != 0) fail(errno, what + ": ftruncate");
+  if (::ftruncate(locked, static_cast<off_t>(length)) != 0) fail(errno, what + ": ftruncate");
   // tmpfs allocates pages when they are touched; reserved now, a full /dev/shm is this error, not a
   // SIGBUS in whichever process touches the page first.
-  const int reserved = ::posix_fallocate(fd.fd, 0, static_cast<off_t>(length));
+  const int reserved = ::posix_fallocate(locked, 0, static_cast<off_t>(length));
   if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL)
     fail(reserved, what + ": posix_fallocate");
-  segment.data_ = map(fd.fd, 0, length, what);
+  segment.data_ = map(locked, 0, length, what);
   segment.mapped_ = length;
   return segment;
 }
@@ -147,6 +188,7 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     name_ = std::exchange(other.name_, {});
     owner_ = std::exchange(other.owner_, false);
+    lock_fd_ = std::exchange(other.lock_fd_, -1);
   }
   return *this;
 }
@@ -154,6 +196,8 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
 void SharedSegment::reset() noexcept {
   if (data_ != nullptr) (void)::munmap(data_, mapped_);
   if (owner_ && !name_.empty()) (void)::shm_unlink(name_.c_str());
+  if (lock_fd_ >= 0) (void)::close(lock_fd_);  // after the unlink: a locked name is never taken for stale
+  lock_fd_ = -1;
   data_ = nullptr;
   mapped_ = 0;
   size_ = 0;

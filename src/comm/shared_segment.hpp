@@ -1,6 +1,7 @@
 // A POSIX shared-memory segment (shm_open + mmap) that the ranks of one node write into: the root creates
 // it (and unlinks it when done), every other rank of its node maps a part of it or all of it. Move-only; the
-// destructor unmaps (and unlinks, for the creator) on every path, and never throws.
+// destructor unmaps (and unlinks, for the creator) on every path, and never throws. What a creator that
+// died leaves in /dev/shm, the next segment created on the node removes.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,9 @@ class SharedSegment {
   SharedSegment() noexcept = default;
   /// Creates @p name (exclusive, mode 0600: an existing segment of that name is an error, never reused)
   /// of @p bytes, reserves its room (posix_fallocate, so that a full /dev/shm is an error here and
-  /// never a SIGBUS later) and maps all of it. The creator unlinks it on destruction.
+  /// never a SIGBUS later) and maps all of it. The creator unlinks it on destruction, and holds a flock
+  /// on it until then: first, the gpuxfer segments of this user whose creators have ended without
+  /// unlinking them (killed, or ended by std::terminate), which nothing else would remove, are removed.
   /// @throws Error(Errc::out_of_memory) when /dev/shm has no room; Error(Errc::comm_error) otherwise
   [[nodiscard]] static SharedSegment create(const std::string& name, std::size_t bytes);
   /// Maps [offset, offset + bytes) of the existing segment @p name; @p offset is a multiple of page_size().
@@ -60,6 +63,7 @@ class SharedSegment {
   std::size_t size_ = 0;
   std::string name_;
   bool owner_ = false;
+  int lock_fd_ = -1;  // the creator's descriptor, holding the flock that marks the segment as live
 };
 
 }  // namespace gpuxfer::detail

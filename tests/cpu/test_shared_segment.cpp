@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <csignal>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,6 +111,81 @@ TEST(SharedSegment, AForkedProcessWritesItsPart) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not map its part";
   EXPECT_EQ(pattern::count_mismatches_host({segment.data() + page, page}, 21), 0u);
+}
+
+// A child process creates a segment of its own and tells the parent its name; @p end then ends it: by
+// SIGKILL (no destructor runs, as for a rank that gpuxfer launch stops with SIGTERM, a crash or the OOM
+// killer) or, when the parent writes to the pipe, by returning normally.
+struct CreatorChild {
+  pid_t pid = -1;
+  int to_child = -1;
+  std::string name;
+};
+
+CreatorChild start_creator() {
+  int up[2];
+  int down[2];
+  if (::pipe(up) != 0 || ::pipe(down) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(up[0]);
+    ::close(down[1]);
+    int code = 0;
+    try {
+      const std::string name = fresh_name();
+      SharedSegment segment = SharedSegment::create(name, 1 << 20);
+      const std::size_t length = name.size();
+      if (::write(up[1], &length, sizeof length) != sizeof length) code = 2;
+      if (::write(up[1], name.data(), length) != static_cast<ssize_t>(length)) code = 2;
+      char go = 0;
+      if (::read(down[0], &go, 1) != 1) code = 3;
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  ::close(up[1]);
+  ::close(down[0]);
+  CreatorChild c{child, down[1], {}};
+  std::size_t length = 0;
+  if (child > 0 && ::read(up[0], &length, sizeof length) == sizeof length && length < 256) {
+    c.name.resize(length);
+    if (::read(up[0], c.name.data(), length) != static_cast<ssize_t>(length)) c.name.clear();
+  }
+  ::close(up[0]);
+  return c;
+}
+
+int reap(pid_t pid) {
+  int status = 0;
+  return ::waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+// A segment whose creator died without unlinking it would hold its memory in /dev/shm until reboot: the
+// next segment created on the node removes it. A live creator's segment, and this process's own, stay.
+TEST(SharedSegment, ASegmentLeftByAKilledCreatorIsRemovedByTheNextCreation) {
+  CreatorChild dead = start_creator();
+  ASSERT_GT(dead.pid, 0);
+  ASSERT_FALSE(dead.name.empty()) << "the child could not create its segment";
+  CreatorChild alive = start_creator();
+  ASSERT_GT(alive.pid, 0);
+  ASSERT_FALSE(alive.name.empty()) << "the second child could not create its segment";
+  ::kill(dead.pid, SIGKILL);
+  const int killed = reap(dead.pid);
+  EXPECT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL);
+  ::close(dead.to_child);
+  ASSERT_TRUE(exists(dead.name)) << "SIGKILL ran no destructor, so the name is still there";
+  const SharedSegment own = SharedSegment::create(fresh_name(), 4096);
+  const SharedSegment next = SharedSegment::create(fresh_name(), 4096);
+  EXPECT_FALSE(exists(dead.name)) << dead.name << " outlived its killed creator";
+  EXPECT_TRUE(exists(alive.name)) << "a live creator's segment was removed";
+  EXPECT_TRUE(exists(own.name())) << "this process's own segment was removed";
+  const char go = 1;
+  EXPECT_EQ(::write(alive.to_child, &go, 1), 1);
+  ::close(alive.to_child);
+  const int ended = reap(alive.pid);
+  EXPECT_TRUE(WIFEXITED(ended) && WEXITSTATUS(ended) == 0);
+  EXPECT_FALSE(exists(alive.name)) << "its creator unlinks it on the way out";
 }
 
 // How a rank of the root's node caches a segment: all of it, its size from the file; a forked child

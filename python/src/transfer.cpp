@@ -48,11 +48,15 @@ auto released(Transfer& t, Op&& op, bool reap = true) {
 
 // Runs the stream-ordered @p op as released does, then keeps @p used (what the call reads or writes
 // beyond the registrations) until @p stream gets past it: the call returns before its work is done.
+// Counted in flight through the keep, not only through the call: a pair another thread replaced or
+// cleared while the GIL was released sits in retired, which the last end() empties, and the keep must
+// take it from there first (the queued work may still use it).
 // Reaping queries events, which would invalidate a capture in progress (torch.cuda.graph's global mode):
 // not while @p stream captures.
 template <typename Op>
 auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
   const bool reap = !capturing(stream);
+  InFlight counted(t);
   return call_then([&] { return released(t, op, reap); }, [&] { t.keep_until(stream, std::move(used)); });
 }
 

@@ -60,6 +60,10 @@ auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
   return call_then([&] { return released(t, op, reap); }, [&] { t.keep_until(stream, std::move(used)); });
 }
 
+// What a stream-ordered call keeps of its host array @p obj seen as @p view: the object and its export,
+// so that a resizable one (bytearray) cannot move its bytes before the stream gets past the call.
+nb::object kept_host(nb::handle obj, const HostView& view) { return nb::make_tuple(obj, view.exported()); }
+
 template <typename Handle>
 nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
   return nb::cast(new PyHandle<Handle>(std::move(h), t, nb::borrow(self)), nb::rv_policy::take_ownership);
@@ -115,7 +119,7 @@ void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data,
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
+    ordered(t, *s, kept_host(data, view), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
   } else {
     released(t, [&] { t.live().copy_buffer(src, dst, view.cspan()); });
   }
@@ -145,7 +149,7 @@ void broadcast(Transfer& t, nb::handle data, HostBroadcastPath path, nb::handle 
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.live().broadcast_async(view.cspan(), *s, path); });
+    ordered(t, *s, kept_host(data, view), [&] { t.live().broadcast_async(view.cspan(), *s, path); });
   } else {
     released(t, [&] { t.live().broadcast(view.cspan(), path); });
   }
@@ -165,7 +169,8 @@ std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(out, true);
   if (s)
-    return ordered(t, *s, nb::borrow(out), [&] { return t.live().gather_into_async(view.span(), *s, skip); });
+    return ordered(t, *s, kept_host(out, view),
+                   [&] { return t.live().gather_into_async(view.span(), *s, skip); });
   return released(t, [&] { return t.live().gather_into(view.span(), skip); });
 }
 
@@ -178,7 +183,7 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
   for (auto [device, ptr, bytes] : slices) ranges.push_back({device, pointer(ptr), bytes});
   HostView view = host_view(out, true);
   if (s) {
-    return ordered(t, *s, nb::make_tuple(out, used),
+    return ordered(t, *s, nb::make_tuple(kept_host(out, view), used),
                    [&] { return t.live().gather_slices_async(ranges, view.span(), *s); });
   }
   return released(t, [&] { return t.live().gather_slices(ranges, view.span()); });

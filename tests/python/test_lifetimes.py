@@ -351,3 +351,55 @@ def test_a_tensor_cleared_during_another_threads_stream_ordered_call_is_kept_for
     gc.collect()
     assert alive() is None, "kept past the stream"
 
+
+# --- the buffer export of resizable host arrays ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["bytearray", "array.array"])
+def test_a_registered_resizable_array_cannot_move_its_bytes(manager, kind):
+    """register_host holds the buffer export, not only the object: a bytearray or array.array refuses to
+    resize (and so to reallocate under the page-locked range) until the registration is closed."""
+    import array
+
+    host = bytearray(1 << 20) if kind == "bytearray" else array.array("B", bytes(1 << 20))
+    with gpuxfer.register_host(host) as registration:
+        assert registration.active
+        with pytest.raises(BufferError):
+            host.extend(b"\x01" * 4096)
+        assert len(host) == 1 << 20
+    host.extend(b"\x01")  # closed: the export is gone
+    assert len(host) == (1 << 20) + 1
+
+
+@pytest.mark.parametrize("op", ["broadcast", "gather_into"])
+def test_a_stream_ordered_call_keeps_its_host_arrays_export(manager, lib, op):
+    """What a stream-ordered call keeps of a bytearray (until its stream gets past the call and a later
+    call reaps) includes its buffer export: the bytearray cannot be resized under a DMA still queued."""
+    nbytes = 1 << 20
+    transfer = gpuxfer.Transfer(manager)
+    s = lib.stream(manager.devices[0].ordinal)
+    sent = pattern(0, nbytes, 73)
+    if op == "broadcast":  # every device's buffer is written
+        tensors = [lib.poisoned(info.ordinal, nbytes) for info in manager.devices]
+        host = bytearray(sent.tobytes())
+    else:  # device 0's buffer alone, gathered into the bytearray
+        tensors = [lib.upload(manager.devices[0].ordinal, sent)]
+        host = bytearray([POISON]) * nbytes
+    lib.synchronize()
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t, stream=0)
+    if op == "broadcast":
+        transfer.broadcast(host, stream=s)
+    else:
+        transfer.gather_into(host, stream=s)
+    # Nothing reaps before the next call: the keep holds whether or not the stream got past it already.
+    with pytest.raises(BufferError):
+        host.extend(b"\x01")
+    lib.synchronize()
+    assert transfer._kept == 0
+    host.extend(b"\x01")  # let go of: resizable again
+    if op == "broadcast":
+        for i, t in enumerate(tensors):
+            np.testing.assert_array_equal(lib.download(t), sent, err_msg=f"device {i}")
+    else:
+        np.testing.assert_array_equal(np.frombuffer(bytes(host[:nbytes]), np.uint8), sent)

@@ -260,6 +260,15 @@ void bind_transfer(nb::module_& m) {
       },
       nb::arg("stream"), nb::arg("ordinal"), nb::arg("what"),
       "Waits (GIL released) for a stream's work queued so far; refused with UnsupportedError while it captures");
+  m.def(
+      "_stream_wait",
+      [](std::uintptr_t stream, std::uintptr_t producer, int ordinal, const std::string& what) {
+        stream_wait_stream(reinterpret_cast<cudaStream_t>(stream), reinterpret_cast<cudaStream_t>(producer),
+                           ordinal, what);
+      },
+      nb::arg("stream"), nb::arg("producer"), nb::arg("ordinal"), nb::arg("what"),
+      "Makes stream wait on the GPU for producer's work queued so far (an event); nothing while stream "
+      "captures");
   nb::class_<Transfer>(m, "_Transfer")
       .def(
           "__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },

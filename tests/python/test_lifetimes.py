@@ -341,7 +341,7 @@ def test_a_tensor_cleared_during_another_threads_stream_ordered_call_is_kept_for
     assert transfer._kept >= 1  # reaps the first two broadcasts' keeps: only B's may hold the tensor now
     gc.collect()
     assert not s2.query(), "s2 got past its spin before the check: nothing was left to keep"
-    assert alive() is not None, "a tensor cleared during a stream-ordered call died before its stream got past it"
+    assert alive() is not None, "a tensor cleared during a stream-ordered call died before its stream passed"
     s2.synchronize()
     tensor = alive()
     assert tensor is not None

@@ -296,8 +296,9 @@ def test_a_tensor_cleared_during_another_threads_stream_ordered_call_is_kept_for
     import threading
 
     ordinal = manager.devices[0].ordinal
+    # One device: the per-device upload, through one ring whose owner is that device.
+    transfer = gpuxfer.Transfer(gpuxfer.Manager(devices=[ordinal]))
     nbytes = 1 << 20  # one chunk, which fits every ring: each upload returns once staged
-    transfer = gpuxfer.Transfer(manager)
     registered = torch.full((nbytes,), POISON, dtype=torch.uint8, device=f"cuda:{ordinal}")
     torch.cuda.synchronize(ordinal)
     # The legacy default stream: the side streams below do not wait for it, nor it for them until the

@@ -1,10 +1,12 @@
 """Device tensors as (pointer, bytes): DLPack (``__dlpack__``) first, ``__cuda_array_interface__`` second.
 
-No copy is ever made: a tensor that is not C-contiguous device memory is refused.
+No copy is ever made: a tensor that is not C-contiguous device memory is refused. An object read through
+DLPack that also has ``__cuda_array_interface__`` still gives that interface's stream and read-only flag.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple
 
 from . import _gpuxfer
@@ -16,10 +18,22 @@ class DeviceMemory(NamedTuple):
     nbytes: int
     device_id: int | None  # the CUDA ordinal, when the producer says
     stream: int | None  # the producer's stream from __cuda_array_interface__ v3, when given
+    readonly: bool = False  # __cuda_array_interface__'s data flag (DLPack refuses read-only arrays itself)
 
 
-def device_memory(tensor: Any) -> DeviceMemory:
-    """Where ``tensor``'s bytes are. Raises InvalidArgumentError for anything but contiguous CUDA memory."""
+def device_memory(tensor: Any, writes: str | None = None) -> DeviceMemory:
+    """Where ``tensor``'s bytes are. Raises InvalidArgumentError for anything but contiguous CUDA memory,
+    and, where ``writes`` names what the call writes (``"gather_to_device: out"``), for a read-only one."""
+    memory = _memory_of(tensor)
+    if writes is not None and memory.readonly:
+        raise InvalidArgumentError(
+            f"{writes}: the {type(tensor).__name__} is read-only (its __cuda_array_interface__ says so), "
+            "and this call would write it"
+        )
+    return memory
+
+
+def _memory_of(tensor: Any) -> DeviceMemory:
     if hasattr(type(tensor), "__dlpack__"):
         try:
             view = _gpuxfer._device_view(tensor)
@@ -27,7 +41,8 @@ def device_memory(tensor: Any) -> DeviceMemory:
             raise InvalidArgumentError(str(error)) from error
         if view is not None:
             ptr, nbytes, _device_type, device_id = view
-            return DeviceMemory(ptr, nbytes, device_id, None)
+            stream, readonly = _interface_flags(tensor)
+            return DeviceMemory(ptr, nbytes, device_id, stream, readonly)
     cai = getattr(tensor, "__cuda_array_interface__", None)
     if cai is not None:
         return from_cuda_array_interface(cai)
@@ -36,10 +51,24 @@ def device_memory(tensor: Any) -> DeviceMemory:
     )
 
 
+def _interface_flags(tensor: Any) -> tuple[int | None, bool]:
+    """(stream, read-only) from the ``__cuda_array_interface__`` of an object DLPack has read, if it has
+    one: a consumer must order itself after that stream whichever protocol it read the memory through."""
+    try:
+        cai = tensor.__cuda_array_interface__
+    except Exception:  # none, or refused (torch's for a tensor that requires grad): DLPack's word stands
+        return None, False
+    if not isinstance(cai, dict):
+        return None, False
+    data = cai.get("data")
+    readonly = isinstance(data, (tuple, list)) and len(data) == 2 and bool(data[1])
+    return _stream_of(cai), readonly
+
+
 def from_cuda_array_interface(cai: dict[str, Any]) -> DeviceMemory:
     """Reads a ``__cuda_array_interface__`` dict (versions 2 and 3)."""
     try:
-        ptr, _readonly = cai["data"]
+        ptr, readonly = cai["data"]
         shape = tuple(int(n) for n in cai["shape"])
         itemsize = _itemsize(cai["typestr"])
     except (KeyError, TypeError, ValueError) as error:
@@ -53,8 +82,22 @@ def from_cuda_array_interface(cai: dict[str, Any]) -> DeviceMemory:
             f"__cuda_array_interface__: strides {tuple(strides)} of shape {shape} are not C-contiguous: "
             "no copy is made behind your back"
         )
+    return DeviceMemory(int(ptr or 0), count * itemsize, None, _stream_of(cai), bool(readonly))
+
+
+def _stream_of(cai: dict[str, Any]) -> int | None:
+    """Version 3's ``stream``: None (nothing to wait for), 1 (legacy default), 2 (per-thread default), else
+    a ``cudaStream_t`` as an int."""
     stream = cai.get("stream")
-    return DeviceMemory(int(ptr or 0), count * itemsize, None, None if stream is None else int(stream))
+    if stream is None:
+        return None
+    try:
+        handle = operator.index(stream) if not isinstance(stream, bool) else -1
+    except TypeError:
+        handle = -1
+    if not 0 <= handle < 1 << 64:
+        raise InvalidArgumentError(f"__cuda_array_interface__: stream {stream!r} is not a stream handle")
+    return handle
 
 
 def _itemsize(typestr: str) -> int:

@@ -12,7 +12,7 @@ from . import _gpuxfer
 from ._arrays import DeviceMemory, device_memory
 from ._errors import InvalidArgumentError, UnsupportedError
 from ._pinned import PinnedArray
-from ._streams import other_current_stream
+from ._streams import order_after_producers
 
 _NO_MEMORY = DeviceMemory(0, 0, None, None)
 
@@ -23,17 +23,20 @@ class Communicator(_gpuxfer._Communicator):
     Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
     sizes, the ranks of a copy). Buffers are CUDA tensors or arrays (``__dlpack__`` or
     ``__cuda_array_interface__``, C-contiguous) on this rank's device; their bytes are what is moved,
-    whatever the dtype. Calls from several threads take turns, in whichever order they come (which every
-    rank must agree on, as NCCL requires): call from one thread.
+    whatever the dtype. One whose ``__cuda_array_interface__`` says read-only is refused
+    (``InvalidArgumentError``) where this rank would write it. Calls from several threads take turns, in
+    whichever order they come (which every rank must agree on, as NCCL requires): call from one thread.
 
     Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the
     current stream of its tensors' framework on this device (torch's, cupy's), as torch.distributed's
-    operations do, and on the legacy default stream, and returns when the data is in place, every wait
+    operations do, on the stream their ``__cuda_array_interface__`` names, if any, and on the legacy
+    default stream, and returns when the data is in place, every wait
     bounded by the timeout. A current stream other than the legacy default one is first waited for on the
     host (``synchronize``; while it captures, ``UnsupportedError``: pass ``stream=`` to capture), so that
     every rank runs the same form whatever its current stream. With ``stream`` (a ``torch.cuda.Stream``, a
     ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
-    ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work, the stream's
+    ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work (which first
+    waits on the GPU for the stream a tensor's ``__cuda_array_interface__`` names), the stream's
     later work waits for it, and it returns once queued (``gather`` and the host operations first wait on
     the host for the ranks' exchanges of sizes, which wait for this communicator's previous operation to
     end, not for the caller's stream); wait with ``synchronize(stream)``, which is bounded by the timeout
@@ -87,23 +90,25 @@ class Communicator(_gpuxfer._Communicator):
 
     def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
         """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere)."""
-        memory = device_memory(buf)
-        self._ordered(stream, buf, self._broadcast, memory.ptr, memory.nbytes, root, used=buf)
+        memory = device_memory(buf, writes=None if self.rank == root else "broadcast: buf")
+        self._ordered(stream, [(buf, memory)], self._broadcast, memory.ptr, memory.nbytes, root, used=buf)
 
     def all_gather(self, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Every rank's ``send`` (the same size on every rank) into every rank's ``recv``, rank r's at offset
         r * send's bytes."""
-        source, target = device_memory(send), device_memory(recv)
+        source, target = device_memory(send), device_memory(recv, writes="all_gather: recv")
         args = (source.ptr, source.nbytes, target.ptr, target.nbytes)
-        self._ordered(stream, send, self._all_gather, *args, used=(send, recv))
+        self._ordered(stream, [(send, source), (recv, target)], self._all_gather, *args, used=(send, recv))
 
     def gather(self, send: Any, recv: Any, root: int, *, stream: Any = None) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every rank's ``send`` (sizes may differ), ascending by rank, into ``root``'s ``recv``
         (``None`` allowed on the other ranks, where it is not read); returns on every rank where each rank's
         bytes land (``GatherPiece.device`` is the rank)."""
-        source, target = device_memory(send), _optional_memory(recv)
+        mine = self.rank == root
+        source, target = device_memory(send), _optional_memory(recv, "gather: recv" if mine else None)
         args = (source.ptr, source.nbytes, target.ptr, target.nbytes, root)
-        return self._ordered(stream, send, self._gather, *args, used=(send, recv))
+        arrays = [(send, source), (recv, target)] if mine else [(send, source)]
+        return self._ordered(stream, arrays, self._gather, *args, used=(send, recv))
 
     def copy(self, src: int, dst: int, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Copies rank ``src``'s ``send`` into rank ``dst``'s ``recv``. ``send`` is read on ``src`` only and
@@ -112,9 +117,9 @@ class Communicator(_gpuxfer._Communicator):
         the other's size, and NCCL waits for bytes that never come (until the timeout) where ``recv`` is
         larger. A copy from a rank to itself refuses sizes that differ. The other ranks return at once."""
         source = device_memory(send) if self.rank == src else _optional_memory(send)
-        target = device_memory(recv) if self.rank == dst else _optional_memory(recv)
+        target = device_memory(recv, "copy: recv") if self.rank == dst else _optional_memory(recv)
         nbytes = _copy_bytes(self.rank, src, dst, source.nbytes, target.nbytes)
-        mine = send if self.rank == src else recv
+        mine = ([(send, source)] if self.rank == src else []) + ([(recv, target)] if self.rank == dst else [])
         args = (src, dst, source.ptr, target.ptr, nbytes)
         self._ordered(stream, mine, self._copy, *args, used=(send, recv))
 
@@ -125,7 +130,9 @@ class Communicator(_gpuxfer._Communicator):
         an empty array), on the other ranks an empty list. With ``stream`` the arrays are returned at once
         and hold the bytes once the root's ``stream`` gets past this call."""
         source = device_memory(send)
-        arrays = self._ordered(stream, send, self._gather_to_host, source.ptr, source.nbytes, root, used=send)
+        arrays = self._ordered(
+            stream, [(send, source)], self._gather_to_host, source.ptr, source.nbytes, root, used=send
+        )
         return [PinnedArray((0,), np.uint8) if a is None else a for a in arrays]
 
     def broadcast_from_host(self, data: Any, recv: Any, root: int, *, stream: Any = None) -> None:
@@ -134,23 +141,29 @@ class Communicator(_gpuxfer._Communicator):
         bytes of ``recv`` past them are left alone. With ``stream``, the root may reuse ``data`` when the
         call returns, except when no other rank shares its node and ``data`` is page-locked: then it is
         read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
-        target = device_memory(recv)
+        target = device_memory(recv, writes="broadcast_from_host: recv")
         args = (data, target.ptr, target.nbytes, root)
-        self._ordered(stream, recv, self._broadcast_from_host, *args, used=(data, recv))
+        self._ordered(stream, [(recv, target)], self._broadcast_from_host, *args, used=(data, recv))
 
-    def _ordered(self, stream: Any, tensor: Any, operation: Any, *args: Any, used: Any) -> Any:
-        """``operation(*args, stream=stream, used=used)``. Without ``stream=``, the C++ blocking form
-        (``stream=None``, after the legacy default stream), after a host wait for the current stream of
-        ``tensor``'s framework where that is another stream. The form never depends on the current stream:
-        the blocking and stream-ordered host operations exchange different steps with the other ranks."""
-        if stream is None and tensor is not None:
-            current = other_current_stream(tensor)
-            if current is not None:
-                try:
-                    self.synchronize(current)
-                except UnsupportedError as error:  # the stream captures
-                    where = f"rank {self.rank} of {self.world_size}: an operation"
-                    raise UnsupportedError(f"{where} {_gpuxfer._BLOCKING_UNDER_CAPTURE}") from error
+    def _ordered(
+        self, stream: Any, arrays: list[tuple[Any, DeviceMemory]], operation: Any, *args: Any, used: Any
+    ) -> Any:
+        """``operation(*args, stream=stream, used=used)`` after the producers of ``arrays`` (the (tensor,
+        memory) pairs this rank touches; ``order_after_producers``). Without ``stream=``, the C++ blocking
+        form (``stream=None``, after the legacy default stream), after host waits (``synchronize``) for
+        their framework's current stream and their ``__cuda_array_interface__`` stream where those are
+        other streams; with it, ``stream`` first waits on the GPU for the latter. The form never depends
+        on the current stream: the blocking and stream-ordered host operations exchange different steps
+        with the other ranks."""
+        where = f"rank {self.rank} of {self.world_size}: an operation"
+
+        def host_wait(handle: int, _ordinal: int, what: str) -> None:
+            try:
+                self.synchronize(handle)  # on this rank's device, bounded by the timeout
+            except UnsupportedError as error:  # the stream captures
+                raise UnsupportedError(f"{what} {_gpuxfer._BLOCKING_UNDER_CAPTURE}") from error
+
+        order_after_producers(arrays, stream, where, host_wait)
         return operation(*args, stream=stream, used=used)
 
 
@@ -166,8 +179,8 @@ def _copy_bytes(rank: int, src: int, dst: int, send_bytes: int, recv_bytes: int)
     return send_bytes if rank == src else recv_bytes
 
 
-def _optional_memory(tensor: Any) -> DeviceMemory:
-    return _NO_MEMORY if tensor is None else device_memory(tensor)
+def _optional_memory(tensor: Any, writes: str | None = None) -> DeviceMemory:
+    return _NO_MEMORY if tensor is None else device_memory(tensor, writes)
 
 
 def _milliseconds(timeout: Any) -> int | None:

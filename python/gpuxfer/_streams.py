@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import _gpuxfer
 from ._errors import InvalidArgumentError
 
 
@@ -65,3 +67,49 @@ def current_stream_of(tensor: Any) -> Any:
         with tensor.device:
             return cupy.cuda.get_current_stream()
     return None
+
+
+HostWait = Callable[[int, int, str], None]  # (stream handle, CUDA ordinal or -1, operation name)
+
+
+def order_after_producers(
+    arrays: Iterable[tuple[Any, Any]], stream: Any, what: str, host_wait: HostWait | None = None
+) -> None:
+    """Orders a call that touches device ``arrays`` ((tensor, ``DeviceMemory``) pairs; a None tensor is
+    skipped) after the work their producers queued, each stream once:
+
+    - ``stream`` None, a blocking form (which the C++ orders after the legacy default stream): a host wait,
+      ``host_wait(handle, ordinal, what)`` (by default ``_gpuxfer._wait_for_stream``: GIL released,
+      ``UnsupportedError`` while the stream captures), for each array's framework's current stream on its
+      device where that is another stream (``other_current_stream``; once per framework and device), and
+      for each stream a ``__cuda_array_interface__`` names other than the legacy default one;
+    - ``stream`` given, a stream-ordered form: ``stream`` waits on the GPU (``_gpuxfer._stream_wait``: an
+      event, no host wait; nothing while ``stream`` captures) for each stream a
+      ``__cuda_array_interface__`` names. Not for the framework's current stream: ``stream=`` is where the
+      caller says its work is.
+    """
+    target = None if stream is None else stream_handle(stream)
+    frameworks = set()
+    waits: dict[tuple[int, int], None] = {}  # insertion-ordered, each once
+    for tensor, memory in arrays:
+        if tensor is None:
+            continue
+        ordinal = -1 if memory.device_id is None else memory.device_id
+        if target is None and (type(tensor), memory.device_id) not in frameworks:
+            frameworks.add((type(tensor), memory.device_id))
+            current = other_current_stream(tensor)
+            if current is not None:
+                waits[(stream_handle(current), ordinal)] = None
+        if memory.stream is not None and not _same_stream(memory.stream, 0 if target is None else target):
+            waits[(memory.stream, ordinal)] = None
+    for handle, ordinal in waits:
+        if target is not None:
+            _gpuxfer._stream_wait(target, handle, ordinal, what)
+        elif host_wait is not None:
+            host_wait(handle, ordinal, what)
+        else:
+            _gpuxfer._wait_for_stream(handle, ordinal, what)
+
+
+def _same_stream(a: int, b: int) -> bool:
+    return a == b or (a in LEGACY_STREAMS and b in LEGACY_STREAMS)

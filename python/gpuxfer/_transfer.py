@@ -9,7 +9,7 @@ from typing import Any
 from . import _gpuxfer
 from ._arrays import device_memory
 from ._errors import InvalidArgumentError
-from ._streams import current_stream_of, other_current_stream, stream_handle
+from ._streams import current_stream_of, order_after_producers, stream_handle
 
 _FIRST_POLL_S = 20e-6
 _LAST_POLL_S = 1e-3
@@ -60,15 +60,18 @@ class Transfer(_gpuxfer._Transfer):
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
         device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
         ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
-        stream ``__cuda_array_interface__`` names, else the legacy default stream. The registration keeps
-        ``tensor`` and the stream object (not an int handle) alive until it is replaced or cleared."""
-        memory = device_memory(tensor)
+        stream ``__cuda_array_interface__`` names, else the legacy default stream; where that interface
+        names another stream, that one first waits (on the GPU) for it. The registration keeps ``tensor``
+        and the stream object (not an int handle) alive until it is replaced or cleared. A read-only
+        ``tensor`` is refused: broadcasts and copies write registered buffers."""
+        memory = device_memory(tensor, writes="set_device_buffer (broadcasts and copies write it)")
         if stream is None:
             stream = current_stream_of(tensor)
         if stream is not None:
             handle = stream_handle(stream)
         else:
             handle = memory.stream if memory.stream is not None else 0
+        order_after_producers([(tensor, memory)], handle, "set_device_buffer")
         owner = None if isinstance(stream, int) else stream
         self._set_device_buffer(device, memory.ptr, memory.nbytes, handle, tensor, owner)
 
@@ -77,29 +80,30 @@ class Transfer(_gpuxfer._Transfer):
     ) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
         ``out`` on ``dst_device``; returns where each device's bytes landed. Without ``stream`` it writes
-        ``out`` after the work queued on the legacy default stream and on its framework's current stream
-        (waited for on the host first, when that is another stream) and returns when done; with ``stream``
-        after that stream's earlier work, complete when ``stream`` gets past this call (``out`` is kept
-        alive until then)."""
+        ``out`` after the work queued on the legacy default stream, on its framework's current stream and on
+        the stream its ``__cuda_array_interface__`` names (waited for on the host first, when that is
+        another stream) and returns when done; with ``stream`` after that stream's earlier work (and that
+        interface's stream, which ``stream`` waits for on the GPU), complete when ``stream`` gets past this
+        call (``out`` is kept alive until then). A read-only ``out`` is refused."""
         self._check_open()  # before a host wait that a closed transfer would make for nothing
-        memory = device_memory(out)
-        if stream is None:
-            _wait_for_current_streams([(memory.device_id, out)], "gather_to_device")
+        memory = device_memory(out, writes="gather_to_device: out")
+        order_after_producers([(out, memory)], stream, "gather_to_device")
         return self._gather_to_device(dst_device, memory.ptr, memory.nbytes, stream, out)
 
     def gather_slices(self, slices: Iterable[Any], out: Any, *, stream: Any = None) -> int:
         """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
         the order given; returns the bytes written. A bare tensor's device is the manager's device of its
         DLPack device id. Without ``stream`` the slices are read after the work queued on each device's
-        legacy default stream and on their framework's current stream there (waited for on the host first,
-        when that is another stream). With ``stream`` they are read on that stream, and into pinned ``out``
-        it returns at once, the bytes there when ``stream`` gets past this call (``out`` and the slices are
-        kept alive until then)."""
+        legacy default stream, on their framework's current stream there and on the streams their
+        ``__cuda_array_interface__`` names (waited for on the host first, when that is another stream).
+        With ``stream`` they are read on that stream (after those interfaces' streams, which it waits for on
+        the GPU), and into pinned ``out`` it returns at once, the bytes there when ``stream`` gets past this
+        call (``out`` and the slices are kept alive until then)."""
         self._check_open()
         ordinals = None
         ranges = []
         tensors = []
-        devices = []
+        memories = []
         for entry in slices:
             device, tensor = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
             memory = device_memory(tensor)
@@ -114,9 +118,8 @@ class Transfer(_gpuxfer._Transfer):
                 device = ordinals.index(memory.device_id)
             ranges.append((device, memory.ptr, memory.nbytes))
             tensors.append(tensor)
-            devices.append(memory.device_id)
-        if stream is None:
-            _wait_for_current_streams(zip(devices, tensors), "gather_slices")
+            memories.append(memory)
+        order_after_producers(zip(tensors, memories), stream, "gather_slices")
         return self._gather_slices(ranges, out, stream, tensors if stream is not None else None)
 
     async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
@@ -130,18 +133,3 @@ class Transfer(_gpuxfer._Transfer):
             delay = min(delay * 2, _LAST_POLL_S)
         return handle.get()
 
-
-def _wait_for_current_streams(tensors: Iterable[tuple[Any, Any]], what: str) -> None:
-    """Waits on the host (``_gpuxfer._wait_for_stream``: GIL released; ``UnsupportedError`` while it
-    captures) for the current stream of each (CUDA device id, tensor)'s framework on that device where it
-    is not the legacy default stream (``other_current_stream``): once per framework and device, whatever
-    the number of tensors."""
-    seen = set()
-    for device_id, tensor in tensors:
-        key = (type(tensor), device_id)
-        if key in seen:
-            continue
-        seen.add(key)
-        current = other_current_stream(tensor)
-        if current is not None:
-            _gpuxfer._wait_for_stream(stream_handle(current), -1 if device_id is None else device_id, what)

@@ -190,6 +190,8 @@ void broadcast_from_host(PyCommunicator& c, nb::handle data, std::uintptr_t recv
   const std::optional<HostView> view =
       data.is_none() ? std::nullopt : std::optional<HostView>(host_view(data, false));
   const std::span<const std::byte> bytes = view ? view->cspan() : std::span<const std::byte>{};
+  // The export too: a resizable data (bytearray) must not move its bytes while the GPU may read them.
+  if (view && !stream.is_none()) used = nb::make_tuple(used, view->exported());
   run(c, stream, std::move(used), [&](std::optional<cudaStream_t> s) {
     if (s) {
       c.comm->broadcast_from_host_async(bytes, pointer(recv), capacity, root, *s);

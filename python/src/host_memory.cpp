@@ -64,21 +64,30 @@ nb::object device_view(nb::handle obj) {
                         a.device_id());
 }
 
-// register_host's result: the registration and the array it page-locks, kept alive together.
+// register_host's result: the registration, the array it page-locks and that array's export (which
+// keeps a resizable array's bytes in place), kept alive together; declared so that the registration
+// ends first.
 struct Registration {
-  HostRegistration registration;
   nb::object array;
+  nb::object export_;
+  HostRegistration registration;
 
   void close() {
     {
       nb::gil_scoped_release released;
       registration.reset();
     }
+    export_ = nb::none();
     array = nb::none();
   }
 };
 
 }  // namespace
+
+nb::object HostView::exported() const {
+  return nb::capsule(new nb::ndarray<nb::ro>(keep),
+                     [](void* import) noexcept { delete static_cast<nb::ndarray<nb::ro>*>(import); });
+}
 
 HostView host_view(nb::handle obj, bool writable) {
   return writable ? view_of<nb::ndarray<>>(obj, "a writable host array")
@@ -115,10 +124,12 @@ void bind_host(nb::module_& m) {
           nb::gil_scoped_release released;
           registration = register_host(view.span());
         }
-        return Registration{std::move(registration), nb::borrow(array)};
+        return Registration{nb::borrow(array), view.exported(), std::move(registration)};
       },
       nb::arg("array"),
-      "Page-locks a writable C-contiguous host array until the registration is closed or dies");
+      "Page-locks a writable C-contiguous host array until the registration is closed or dies; meanwhile "
+      "it holds the array's buffer export, so a resizable one (bytearray, array.array) refuses to resize "
+      "(BufferError) rather than move its bytes");
 }
 
 }  // namespace gpuxfer::python

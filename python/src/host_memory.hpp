@@ -20,6 +20,11 @@ struct HostView {
 
   [[nodiscard]] std::span<std::byte> span() const noexcept { return {data, bytes}; }
   [[nodiscard]] std::span<const std::byte> cspan() const noexcept { return {data, bytes}; }
+  /// The import as a Python object (a capsule sharing it), for what must keep the memory where it is
+  /// beyond this view: while a buffer-protocol export lives, a resizable object (bytearray,
+  /// array.array) refuses to resize (BufferError) rather than move its bytes under a registration or a
+  /// DMA still queued. Call with the GIL held.
+  [[nodiscard]] nb::object exported() const;
 };
 
 /// A C-contiguous host array (numpy, a CPU tensor, bytes, bytearray, memoryview...) as bytes.

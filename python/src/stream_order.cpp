@@ -77,6 +77,28 @@ class RelaxedCapture {
   CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // the thread's own while in scope
 };
 
+// The legacy default stream (0, cudaStreamLegacy) and the per-thread one: a stream of each device.
+bool stands_for_devices(cudaStream_t s) noexcept {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+bool legacy(cudaStream_t s) noexcept { return s == nullptr || s == cudaStreamLegacy; }
+
+// An event of its scope, made on the current device; destroying it while a wait on it is queued is safe.
+class ScopedEvent {
+ public:
+  explicit ScopedEvent(const std::string& context) {
+    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), context + ": cudaEventCreateWithFlags");
+  }
+  ~ScopedEvent() { (void)cudaEventDestroy(event_); }
+  ScopedEvent(const ScopedEvent&) = delete;
+  ScopedEvent& operator=(const ScopedEvent&) = delete;
+  [[nodiscard]] cudaEvent_t get() const noexcept { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 }  // namespace
 
 std::optional<cudaStream_t> stream_arg(nb::handle stream) {
@@ -104,6 +126,27 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
     rc = cudaStreamSynchronize(stream);
   }
   check(rc, what + ": waiting for the current stream");
+}
+
+void stream_wait_stream(cudaStream_t consumer, cudaStream_t producer, int ordinal, const std::string& what) {
+  if (consumer == producer || (legacy(consumer) && legacy(producer)) || capturing(consumer)) return;
+  const std::string context = what + ": stream= waiting for the array's stream (__cuda_array_interface__)";
+  if (capturing(producer)) {
+    throw Error(Errc::unsupported,
+                context + ": that stream is capturing into a CUDA graph and stream= is not");
+  }
+  int device = ordinal;
+  if (!stands_for_devices(producer)) {
+    check(cudaStreamGetDevice(producer, &device), context + ": cudaStreamGetDevice");
+  } else if (device < 0 && !stands_for_devices(consumer)) {
+    check(cudaStreamGetDevice(consumer, &device), context + ": cudaStreamGetDevice");
+  }
+  std::optional<CurrentDevice> on;
+  if (device >= 0) on.emplace(device);
+  const RelaxedCapture relaxed;  // not capturing: another thread's global-mode capture may refuse these
+  const ScopedEvent event(context);
+  check(cudaEventRecord(event.get(), producer), context + ": cudaEventRecord");
+  check(cudaStreamWaitEvent(consumer, event.get(), 0), context + ": cudaStreamWaitEvent");
 }
 
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {

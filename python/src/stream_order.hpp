@@ -60,6 +60,16 @@ inline constexpr const char* blocking_under_capture =
 ///         capture), Error(Errc::cuda_error) when CUDA fails
 void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what);
 
+/// Makes @p consumer (a stream-ordered call's stream=) wait on the GPU for the work queued so far on
+/// @p producer (the stream an array's __cuda_array_interface__ names), through an event: no host wait.
+/// Nothing to do when they are the same stream (0 and cudaStreamLegacy count as one), nor while
+/// @p consumer captures: a captured call is ordered with the capturing stream alone, as the C++ rules
+/// say. The legacy and per-thread handles stand for a stream of device @p ordinal (-1: @p consumer's
+/// device, else the current one). @p what names the operation in errors.
+/// @throws gpuxfer::Error(Errc::unsupported) when @p producer captures and @p consumer does not,
+///         Error(Errc::cuda_error) when CUDA refuses the event or the wait
+void stream_wait_stream(cudaStream_t consumer, cudaStream_t producer, int ordinal, const std::string& what);
+
 /// Where a stream's queued work ends, as events: one on @p stream, or for 0 and cudaStreamLegacy (one
 /// legacy default stream per device) one on the legacy default stream of each ordinal, and for
 /// cudaStreamPerThread one on this thread's per-thread stream of each ordinal (the current device's alone

@@ -48,13 +48,21 @@ auto released(Transfer& t, Op&& op, bool reap = true) {
 
 // Runs the stream-ordered @p op as released does, then keeps @p used (what the call reads or writes
 // beyond the registrations) until @p stream gets past it: the call returns before its work is done.
+// Counted in flight through the keep, not only through the call: a pair another thread replaced or
+// cleared while the GIL was released sits in retired, which the last end() empties, and the keep must
+// take it from there first (the queued work may still use it).
 // Reaping queries events, which would invalidate a capture in progress (torch.cuda.graph's global mode):
 // not while @p stream captures.
 template <typename Op>
 auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
   const bool reap = !capturing(stream);
+  InFlight counted(t);
   return call_then([&] { return released(t, op, reap); }, [&] { t.keep_until(stream, std::move(used)); });
 }
+
+// What a stream-ordered call keeps of its host array @p obj seen as @p view: the object and its export,
+// so that a resizable one (bytearray) cannot move its bytes before the stream gets past the call.
+nb::object kept_host(nb::handle obj, const HostView& view) { return nb::make_tuple(obj, view.exported()); }
 
 template <typename Handle>
 nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
@@ -111,7 +119,7 @@ void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data,
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
+    ordered(t, *s, kept_host(data, view), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
   } else {
     released(t, [&] { t.live().copy_buffer(src, dst, view.cspan()); });
   }
@@ -141,7 +149,7 @@ void broadcast(Transfer& t, nb::handle data, HostBroadcastPath path, nb::handle 
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
   if (s) {
-    ordered(t, *s, nb::borrow(data), [&] { t.live().broadcast_async(view.cspan(), *s, path); });
+    ordered(t, *s, kept_host(data, view), [&] { t.live().broadcast_async(view.cspan(), *s, path); });
   } else {
     released(t, [&] { t.live().broadcast(view.cspan(), path); });
   }
@@ -161,7 +169,8 @@ std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(out, true);
   if (s)
-    return ordered(t, *s, nb::borrow(out), [&] { return t.live().gather_into_async(view.span(), *s, skip); });
+    return ordered(t, *s, kept_host(out, view),
+                   [&] { return t.live().gather_into_async(view.span(), *s, skip); });
   return released(t, [&] { return t.live().gather_into(view.span(), skip); });
 }
 
@@ -174,7 +183,7 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
   for (auto [device, ptr, bytes] : slices) ranges.push_back({device, pointer(ptr), bytes});
   HostView view = host_view(out, true);
   if (s) {
-    return ordered(t, *s, nb::make_tuple(out, used),
+    return ordered(t, *s, nb::make_tuple(kept_host(out, view), used),
                    [&] { return t.live().gather_slices_async(ranges, view.span(), *s); });
   }
   return released(t, [&] { return t.live().gather_slices(ranges, view.span()); });
@@ -251,6 +260,15 @@ void bind_transfer(nb::module_& m) {
       },
       nb::arg("stream"), nb::arg("ordinal"), nb::arg("what"),
       "Waits (GIL released) for a stream's work queued so far; refused with UnsupportedError while it captures");
+  m.def(
+      "_stream_wait",
+      [](std::uintptr_t stream, std::uintptr_t producer, int ordinal, const std::string& what) {
+        stream_wait_stream(reinterpret_cast<cudaStream_t>(stream), reinterpret_cast<cudaStream_t>(producer),
+                           ordinal, what);
+      },
+      nb::arg("stream"), nb::arg("producer"), nb::arg("ordinal"), nb::arg("what"),
+      "Makes stream wait on the GPU for producer's work queued so far (an event); nothing while stream "
+      "captures");
   nb::class_<Transfer>(m, "_Transfer")
       .def(
           "__init__", [](Transfer* self, const Manager& manager) { new (self) Transfer(manager.ptr); },

@@ -71,7 +71,9 @@ struct Transfer {
   /// Drops what stream-ordered calls kept and their streams have got past. Never blocks.
   void reap() noexcept { kept.reap(); }
   /// After a stream-ordered call on @p stream: keeps @p used (the call's own Python objects) and every
-  /// registered or retired pair until @p stream gets past the call.
+  /// registered or retired pair until @p stream gets past the call. Call it while the call is still
+  /// counted in flight (an InFlight around both): a pair replaced or cleared by another thread during the
+  /// call is in retired only until the last operation in flight ends.
   /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
   void keep_until(cudaStream_t stream, nb::object used) {
     kept.keep(stream, ordinals, pairs_and(std::move(used)));

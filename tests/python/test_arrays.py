@@ -55,3 +55,167 @@ def test_host_views_refuse_strided_and_read_only_memory():
         gpuxfer._gpuxfer._host_view(np.zeros((4, 4), np.uint8)[:, 1], False)
     with pytest.raises(TypeError, match="writable"):
         gpuxfer._gpuxfer._host_view(b"read only", True)
+
+
+# --- __cuda_array_interface__'s read-only flag and stream, honoured by every operation --------------------
+
+
+def test_the_read_only_flag_is_read():
+    assert device_memory(FakeCudaArray(shape=(4,), typestr="|u1")).readonly is False
+    assert device_memory(FakeCudaArray(shape=(4,), typestr="|u1", data=(0xDEAD_0000, True))).readonly is True
+
+
+class FakeDlpackAndCudaArray(FakeCudaArray):
+    """Read through DLPack (_device_view patched: CUDA device 3), with an interface beside it."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("_device_view is patched")
+
+
+def test_an_object_read_through_dlpack_keeps_its_interfaces_stream_and_flag(monkeypatch):
+    monkeypatch.setattr(gpuxfer._gpuxfer, "_device_view", lambda tensor: (0xBEEF_0000, 64, 2, 3))
+    memory = device_memory(
+        FakeDlpackAndCudaArray(shape=(64,), typestr="|u1", stream=0x7F00, data=(0xBEEF_0000, True))
+    )
+    assert memory == (0xBEEF_0000, 64, 3, 0x7F00, True)
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="read-only"):
+        device_memory(FakeDlpackAndCudaArray(shape=(64,), typestr="|u1", data=(0, True)), writes="x: out")
+
+
+@pytest.mark.parametrize("stream", [-1, 1 << 64, "0x7f00", True])
+def test_a_stream_that_is_no_handle_is_refused(stream):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="stream"):
+        device_memory(FakeCudaArray(shape=(4,), typestr="|u1", stream=stream))
+
+
+def read_only(**fields):
+    return FakeCudaArray(shape=(64,), typestr="|u1", **{"data": (0xDEAD_0000, True), **fields})
+
+
+def writable(**fields):
+    return FakeCudaArray(shape=(64,), typestr="|u1", **fields)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The host waits, GPU waits and C++ calls a Transfer or Communicator method makes, recorded instead
+    of made (nothing reaches CUDA: these run with or without a GPU)."""
+    made = []
+    monkeypatch.setattr(gpuxfer._gpuxfer, "_wait_for_stream", lambda *args: made.append(("host wait", *args)))
+    monkeypatch.setattr(gpuxfer._gpuxfer, "_stream_wait", lambda *args: made.append(("gpu wait", *args)))
+    # Each recorded with its stream argument: (device, ptr, nbytes, stream, tensor, owner), (dst, ptr,
+    # nbytes, stream, used), (slices, out, stream, used).
+    for name, at in (("_set_device_buffer", 3), ("_gather_to_device", 3), ("_gather_slices", 2)):
+        monkeypatch.setattr(
+            gpuxfer.Transfer, name, lambda self, *args, name=name, at=at: made.append((name, args[at])) or []
+        )
+    return made
+
+
+@pytest.fixture
+def transfer():
+    return gpuxfer.Transfer(gpuxfer.Manager(min_devices=0))
+
+
+def test_a_read_only_array_is_refused_where_transfer_would_write_it(transfer, calls):
+    writes = [lambda: transfer.gather_to_device(0, read_only()), lambda: transfer.set_device_buffer(0, read_only())]
+    for call in writes:
+        with pytest.raises(gpuxfer.InvalidArgumentError, match="read-only"):
+            call()
+    assert calls == []
+    transfer.gather_slices([(0, read_only())], np.zeros(64, np.uint8))  # a source: read only
+    assert calls == [("_gather_slices", None)]
+
+
+def test_transfer_honours_the_interfaces_stream(transfer, calls):
+    """Blocking forms wait on the host for the stream the interface names (not for the legacy default
+    one); stream-ordered forms make their stream wait for it on the GPU; each stream once."""
+    out = np.zeros(256, np.uint8)
+    transfer.gather_to_device(0, writable(stream=0x7F00))
+    transfer.gather_to_device(0, writable(stream=0x7F00), stream=0x7F01)
+    slices = [(0, writable(stream=0x7F00)), (0, writable(stream=1)), (0, writable(stream=0x7F00))]
+    transfer.gather_slices(slices, out)
+    transfer.gather_slices([(0, writable(stream=0x7F00)), (0, writable(stream=1))], out, stream=0x7F01)
+    transfer.gather_slices([(0, writable(stream=0x7F01))], out, stream=0x7F01)  # the same stream: no wait
+    transfer.set_device_buffer(0, writable(stream=0x7F00))  # registered with that stream: no wait
+    transfer.set_device_buffer(0, writable(stream=0x7F00), stream=0x7F01)
+    assert calls == [
+        ("host wait", 0x7F00, -1, "gather_to_device"),
+        ("_gather_to_device", None),
+        ("gpu wait", 0x7F01, 0x7F00, -1, "gather_to_device"),
+        ("_gather_to_device", 0x7F01),
+        ("host wait", 0x7F00, -1, "gather_slices"),
+        ("_gather_slices", None),
+        ("gpu wait", 0x7F01, 0x7F00, -1, "gather_slices"),
+        ("gpu wait", 0x7F01, 1, -1, "gather_slices"),
+        ("_gather_slices", 0x7F01),
+        ("_gather_slices", 0x7F01),
+        ("_set_device_buffer", 0x7F00),
+        ("gpu wait", 0x7F01, 0x7F00, -1, "set_device_buffer"),
+        ("_set_device_buffer", 0x7F01),
+    ]
+
+
+class FakeRank:
+    """A Communicator of rank 0 of 2 without NCCL: its Python methods, its C++ calls recorded."""
+
+    rank, world_size = 0, 2
+    _ordered = gpuxfer.Communicator._ordered
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def synchronize(self, stream):
+        self.calls.append(("synchronize", stream))
+
+    def __getattr__(self, name):  # _broadcast, _all_gather, ...: recorded
+        if not name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, stream, used: self.calls.append((name, stream)) or []
+
+
+# operation: (arguments of rank 0, given a read-only array and a writable one; what it writes)
+WRITES = {
+    "broadcast": (lambda ro, rw: (ro, 1), "broadcast: buf"),  # root 1: rank 0 receives
+    "all_gather": (lambda ro, rw: (rw, ro), "all_gather: recv"),
+    "gather": (lambda ro, rw: (rw, ro, 0), "gather: recv"),
+    "copy": (lambda ro, rw: (1, 0, None, ro), "copy: recv"),
+    "broadcast_from_host": (lambda ro, rw: (None, ro, 1), "broadcast_from_host: recv"),
+}
+
+
+@pytest.mark.parametrize("operation", WRITES)
+def test_a_read_only_array_is_refused_where_a_communicator_would_write_it(calls, operation):
+    arguments, written = WRITES[operation]
+    with pytest.raises(gpuxfer.InvalidArgumentError, match=f"{written}: .*read-only"):
+        getattr(gpuxfer.Communicator, operation)(FakeRank(calls), *arguments(read_only(), writable()))
+    assert calls == []
+
+
+def test_a_communicator_reads_read_only_sources(calls):
+    rank = FakeRank(calls)
+    gpuxfer.Communicator.broadcast(rank, read_only(), 0)  # the root's buf is read
+    gpuxfer.Communicator.all_gather(rank, read_only(), writable())
+    gpuxfer.Communicator.gather(rank, read_only(), None, 1)  # recv unused off the root
+    gpuxfer.Communicator.copy(rank, 0, 1, read_only(), None)
+    gpuxfer.Communicator.gather_to_host(rank, read_only(), 1)
+    assert [c[0] for c in calls] == ["_broadcast", "_all_gather", "_gather", "_copy", "_gather_to_host"]
+
+
+def test_a_communicator_honours_the_interfaces_stream_of_every_array_it_touches(calls):
+    rank = FakeRank(calls)
+    where = "rank 0 of 2: an operation"
+    gpuxfer.Communicator.all_gather(rank, writable(stream=0x7F00), writable(stream=0x7F01))
+    gpuxfer.Communicator.all_gather(rank, writable(stream=0x7F00), writable(stream=0x7F05), stream=0x7F05)
+    gpuxfer.Communicator.copy(rank, 1, 0, writable(stream=0x7F02), writable(stream=0x7F03))  # recv alone
+    gpuxfer.Communicator.gather(rank, writable(stream=1), writable(stream=0x7F04), 1)  # legacy; recv unused
+    assert calls == [
+        ("synchronize", 0x7F00),
+        ("synchronize", 0x7F01),
+        ("_all_gather", None),
+        ("gpu wait", 0x7F05, 0x7F00, -1, where),
+        ("_all_gather", 0x7F05),
+        ("synchronize", 0x7F03),
+        ("_copy", None),
+        ("_gather", None),
+    ]

@@ -149,6 +149,9 @@ class _Rank:
         self.calls.append(("synchronize", stream))
 
 
+_ARRAY = [(object(), gpuxfer._arrays.DeviceMemory(0xDEAD_0000, 16, None, None))]  # no interface stream
+
+
 def _operation(calls):
     def operation(*args, stream, used):
         calls.append(("operation", args, stream, used))
@@ -169,11 +172,11 @@ def test_without_stream_the_blocking_form_waits_for_another_current_stream(monke
     module = gpuxfer._communicator
     monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: current)
     calls = []
-    result = module.Communicator._ordered(_Rank(calls), None, object(), _operation(calls), 1, 2, used="u")
+    result = module.Communicator._ordered(_Rank(calls), None, _ARRAY, _operation(calls), 1, 2, used="u")
     assert result == "result"
     assert calls == ([] if waited is None else [("synchronize", waited)]) + [("operation", (1, 2), None, "u")]
     calls.clear()
-    module.Communicator._ordered(_Rank(calls), 5, object(), _operation(calls), used=None)
+    module.Communicator._ordered(_Rank(calls), 5, _ARRAY, _operation(calls), used=None)
     assert calls == [("operation", (), 5, None)]
 
 
@@ -185,7 +188,7 @@ def test_without_stream_a_capturing_current_stream_is_refused(monkeypatch):
         gpuxfer.UnsupportedError,
         "without stream= is blocking and cannot be captured",
         lambda: module.Communicator._ordered(
-            _Rank(calls, capturing=(0x7F00,)), None, object(), _operation(calls), used=None
+            _Rank(calls, capturing=(0x7F00,)), None, _ARRAY, _operation(calls), used=None
         ),
     )
     assert calls == []

@@ -201,6 +201,37 @@ def test_without_stream_gather_to_device_writes_after_the_current_streams_read(m
     np.testing.assert_array_equal(lib.download(out), expected)
 
 
+class InterfaceOnly:
+    """A device tensor seen through __cuda_array_interface__ v3 alone, naming the stream it is written on
+    (as numba's arrays do): no framework whose current stream gpuxfer could ask."""
+
+    def __init__(self, lib, tensor, nbytes, stream):
+        self.tensor = tensor  # kept alive with the view
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (lib.pointer(tensor), False),
+            "version": 3,
+            "stream": gpuxfer.stream_handle(stream),
+        }
+
+
+@pytest.mark.parametrize("form", ["blocking", "stream"])
+def test_gather_slices_reads_after_the_stream_the_interface_names(manager, lib, form):
+    """Without stream= the slice's interface stream is waited for on the host; with stream= (another
+    stream) that stream waits for it on the GPU. Either way the copy behind the spin is what is read."""
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    producer, data, late = written_late(lib, ordinal, 1 << 16, 19)  # a ~50 ms spin, then the write
+    out = np.full(1 << 16, POISON, np.uint8)  # pageable: the stream form returns with the bytes
+    view = InterfaceOnly(lib, late, 1 << 16, producer)
+    if form == "blocking":
+        assert transfer.gather_slices([(0, view)], out) == 1 << 16
+    else:
+        assert transfer.gather_slices([(0, view)], out, stream=lib.stream(ordinal)) == 1 << 16
+    np.testing.assert_array_equal(out, data)
+
+
 def test_two_threads_gather_at_once(manager, lib):
     import threading
 

@@ -5,6 +5,7 @@ Also the producer's stream (torch, cupy, int handle, __cuda_stream__) orders the
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 
 import gpuxfer
@@ -274,3 +275,132 @@ def test_close_waits_for_the_stream_ordered_calls_then_lets_go_of_what_they_kept
     del tensor
     gc.collect()
     assert alive() is None, "close kept the tensor registered behind the stream"
+
+
+# --- another thread's stream-ordered call across a clear ----------------------------------------------
+
+# torch.cuda._sleep spins this many clock cycles: at the H200's 1.98 GHz boost (no SM clock is above
+# 2 GHz) at least 0.6 s and 2.5 s; a lower clock makes both longer, in the same ratio.
+_FIRST_SPIN_CYCLES = 1_200_000_000
+_SECOND_SPIN_CYCLES = 5_000_000_000
+
+
+def test_a_tensor_cleared_during_another_threads_stream_ordered_call_is_kept_for_it(manager):
+    """Thread B's broadcast(stream=s2) waits in C++, GIL released, for the oldest of two staging rings
+    still pending (the README's bound: at most two rings of one size per first target device, a third
+    upload waits for the oldest), while the main thread clears the registration: the tensor is retired
+    then, and the broadcast queued behind s2's spin still writes it. It must be kept until s2 gets past
+    the broadcast, not dropped when B's call ends (the retired list empties as the last call in flight
+    ends, which came before the keep)."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    ordinal = manager.devices[0].ordinal
+    # One device: the per-device upload, through one ring whose owner is that device.
+    transfer = gpuxfer.Transfer(gpuxfer.Manager(devices=[ordinal]))
+    nbytes = 1 << 20  # one chunk, which fits every ring: each upload returns once staged
+    registered = torch.full((nbytes,), POISON, dtype=torch.uint8, device=f"cuda:{ordinal}")
+    torch.cuda.synchronize(ordinal)
+    # The legacy default stream: the side streams below do not wait for it, nor it for them until the
+    # operations' ends are joined to it (torch's streams are non-blocking).
+    transfer.set_device_buffer(0, registered, stream=0)
+    alive = weakref.ref(registered)
+    del registered
+    s1 = torch.cuda.Stream(device=f"cuda:{ordinal}")
+    s2 = torch.cuda.Stream(device=f"cuda:{ordinal}")
+    first, last = pattern(0, nbytes, 61), pattern(0, nbytes, 62)
+    for _ in range(3):  # rings of this size in the pool, idle: no pinned allocation (which may synchronise)
+        transfer.broadcast(first, stream=s1)
+    torch.cuda.synchronize(ordinal)
+
+    with torch.cuda.stream(s1):
+        torch.cuda._sleep(_FIRST_SPIN_CYCLES)
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(_SECOND_SPIN_CYCLES)
+    transfer.broadcast(first, stream=s1)  # two rings pending behind s1's spin
+    transfer.broadcast(first, stream=s1)
+    assert not s1.query(), "s1 got past its spin before the rings were pending: no wait to rely on"
+
+    started, failures = threading.Event(), []
+
+    def third():
+        started.set()
+        try:
+            transfer.broadcast(last, stream=s2)  # waits for the first ring, i.e. for s1's spin
+        except BaseException as error:  # re-raised below
+            failures.append(error)
+
+    b = threading.Thread(target=third)
+    b.start()
+    started.wait()
+    time.sleep(0.3)  # B is in the C++ call now, waiting for the ring with the GIL released
+    assert b.is_alive() and not s1.query(), "the third broadcast did not wait for the oldest ring"
+    transfer.clear_device_buffer(0)  # the tensor is retired: B's call is in flight
+    b.join()
+    assert not failures, failures
+    s1.synchronize()
+    assert transfer._kept >= 1  # reaps the first two broadcasts' keeps: only B's may hold the tensor now
+    gc.collect()
+    assert not s2.query(), "s2 got past its spin before the check: nothing was left to keep"
+    assert alive() is not None, "a tensor cleared during a stream-ordered call died before its stream passed"
+    s2.synchronize()
+    tensor = alive()
+    assert tensor is not None
+    np.testing.assert_array_equal(tensor.cpu().numpy(), last)  # the legacy stream waited for the broadcast
+    del tensor
+    assert transfer._kept == 0
+    gc.collect()
+    assert alive() is None, "kept past the stream"
+
+
+# --- the buffer export of resizable host arrays ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["bytearray", "array.array"])
+def test_a_registered_resizable_array_cannot_move_its_bytes(manager, kind):
+    """register_host holds the buffer export, not only the object: a bytearray or array.array refuses to
+    resize (and so to reallocate under the page-locked range) until the registration is closed."""
+    import array
+
+    host = bytearray(1 << 20) if kind == "bytearray" else array.array("B", bytes(1 << 20))
+    with gpuxfer.register_host(host) as registration:
+        assert registration.active
+        with pytest.raises(BufferError):
+            host.extend(b"\x01" * 4096)
+        assert len(host) == 1 << 20
+    host.extend(b"\x01")  # closed: the export is gone
+    assert len(host) == (1 << 20) + 1
+
+
+@pytest.mark.parametrize("op", ["broadcast", "gather_into"])
+def test_a_stream_ordered_call_keeps_its_host_arrays_export(manager, lib, op):
+    """What a stream-ordered call keeps of a bytearray (until its stream gets past the call and a later
+    call reaps) includes its buffer export: the bytearray cannot be resized under a DMA still queued."""
+    nbytes = 1 << 20
+    transfer = gpuxfer.Transfer(manager)
+    s = lib.stream(manager.devices[0].ordinal)
+    sent = pattern(0, nbytes, 73)
+    if op == "broadcast":  # every device's buffer is written
+        tensors = [lib.poisoned(info.ordinal, nbytes) for info in manager.devices]
+        host = bytearray(sent.tobytes())
+    else:  # device 0's buffer alone, gathered into the bytearray
+        tensors = [lib.upload(manager.devices[0].ordinal, sent)]
+        host = bytearray([POISON]) * nbytes
+    lib.synchronize()
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t, stream=0)
+    if op == "broadcast":
+        transfer.broadcast(host, stream=s)
+    else:
+        transfer.gather_into(host, stream=s)
+    # Nothing reaps before the next call: the keep holds whether or not the stream got past it already.
+    with pytest.raises(BufferError):
+        host.extend(b"\x01")
+    lib.synchronize()
+    assert transfer._kept == 0
+    host.extend(b"\x01")  # let go of: resizable again
+    if op == "broadcast":
+        for i, t in enumerate(tensors):
+            np.testing.assert_array_equal(lib.download(t), sent, err_msg=f"device {i}")
+    else:
+        np.testing.assert_array_equal(np.frombuffer(bytes(host[:nbytes]), np.uint8), sent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gpuxfer
 import pytest
 from gpuxfer import stream_handle
+from gpuxfer._arrays import DeviceMemory
 
 
 class TorchLikeStream:  # torch.cuda.Stream carries .cuda_stream
@@ -85,8 +86,9 @@ def test_transfer_waits_for_each_framework_and_devices_current_stream_once(monke
     streams = {"a": HandleStream(0x7F00), "b": HandleStream(0x7F01), "legacy": HandleStream(0)}
     monkeypatch.setattr(gpuxfer._streams, "current_stream_of", lambda tensor: streams[tensor])
     waits = []
-    monkeypatch.setattr(gpuxfer._transfer._gpuxfer, "_wait_for_stream", lambda *args: waits.append(args))
+    monkeypatch.setattr(gpuxfer._gpuxfer, "_wait_for_stream", lambda *args: waits.append(args))
     pairs = [(0, "a"), (0, "a"), (1, "b"), (2, "legacy"), (1, "b"), (None, "a")]
-    gpuxfer._transfer._wait_for_current_streams(pairs, "gather_slices")
+    arrays = [(tensor, DeviceMemory(0, 0, device, None)) for device, tensor in pairs]
+    gpuxfer._streams.order_after_producers(arrays, None, "gather_slices")
     what = "gather_slices"
     assert waits == [(0x7F00, 0, what), (0x7F01, 1, what), (0x7F00, -1, what)]

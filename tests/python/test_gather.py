@@ -4,6 +4,7 @@ gather_all, gather_into (numpy, CPU tensor, registered memory), gather_to_device
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import gpuxfer
 import numpy as np
@@ -266,3 +267,43 @@ def test_time_gather_all_times_the_cpp_call_and_gives_every_block_back(manager, 
     assert all(0 < s < 10 for s in seconds), seconds
     assert manager.pinned_pool_stats()["in_use"] == 0
     assert transfer._time_gather_all(0) == []
+
+
+def test_two_threads_take_one_handles_results_at_once(manager, lib):
+    """Both threads wait in get() (the GIL released) for a producer spinning on the GPU, and wake together:
+    one takes every result, the other an empty list; no block is handed out twice or given back twice."""
+    import threading
+
+    nbytes = 1 << 20
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    for round_ in range(10):
+        stream, data, tensor = written_late(lib, ordinal, nbytes, seed=60 + round_)
+        transfer.set_device_buffer(0, tensor, stream=stream)
+        handle = transfer.gather_all(stream=stream)
+        taken = [None, None]
+        errors = []
+        start = threading.Barrier(2)
+
+        def take(i):
+            try:
+                start.wait()
+                taken[i] = handle.get()
+            except BaseException as error:  # reported by the main thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=take, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        full = [t for t in taken if t]
+        assert len(full) == 1, f"round {round_}: {[len(t) if t is not None else None for t in taken]}"
+        assert [len(t) for t in taken if not t] == [0]
+        assert np.array_equal(np.asarray(full[0][0]), data), f"round {round_}"
+        del full, taken, handle
+        lib.synchronize()
+    transfer.clear_device_buffer(0)
+    gc.collect()
+    assert manager.pinned_pool_stats()["in_use"] == 0

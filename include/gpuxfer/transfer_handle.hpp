@@ -19,6 +19,8 @@ struct OperationState;
 
 /// Completion of a queued transfer. Move-only. Destroying a handle that was never waited on does not
 /// block and loses nothing: the staging memory it holds returns to the pool only once the GPU is done.
+/// ready(), wait(), stream_wait() and GatherHandle::get() may be called from several threads at once
+/// (moving or destroying the handle may not).
 class TransferHandle {
  public:
   /// A handle of nothing: ready at once.
@@ -51,7 +53,8 @@ class GatherHandle : public TransferHandle {
   /// A handle of nothing: get() returns an empty vector.
   GatherHandle() noexcept = default;
 
-  /// Waits, then hands the buffers over. Call once: a second call returns an empty vector.
+  /// Waits, then hands the buffers over to the first call (of any thread); a later one returns an
+  /// empty vector.
   /// @throws Error as wait() does
   [[nodiscard]] std::vector<HostBuffer> get();
 

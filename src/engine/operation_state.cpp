@@ -36,6 +36,9 @@ bool OperationState::query() {
 
 void OperationState::wait() {
   if (finished) return;
+  // A second thread waits here for the first to finish, then finds it finished.
+  std::lock_guard lock(mutex_);
+  if (finished) return;
   // Every event first, the first failure after: the other devices' copies into staging or caller memory
   // must be done before the exception hands that memory back.
   cudaError_t first = cudaSuccess;
@@ -47,10 +50,20 @@ void OperationState::wait() {
       failed = &device;
     }
   }
-  if (failed != nullptr) throw_cuda(first, "event->synchronize()", __FILE__, __LINE__, what + " on " + *failed);
-  finished = true;
+  if (failed != nullptr)
+    throw_cuda(first, "event->synchronize()", __FILE__, __LINE__, what + " on " + *failed);
   for (auto& [buffer, event] : staging) buffer.reset();
   staging.clear();
+  finished = true;
+}
+
+std::vector<HostBuffer> OperationState::take_results() {
+  wait();
+  std::lock_guard lock(mutex_);
+  std::vector<HostBuffer> out = std::move(results);
+  results.clear();
+  result_events.clear();
+  return out;
 }
 
 }  // namespace gpuxfer::detail

@@ -3,6 +3,8 @@
 // results it hands over.
 #pragma once
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +15,8 @@
 
 namespace gpuxfer::detail {
 
-/// Never blocks when destroyed: what the GPU may still touch returns to the pool after its event.
+/// Never blocks when destroyed: what the GPU may still touch returns to the pool after its event. query(),
+/// wait() and take_results() may be called from several threads at once (a handle shared by threads).
 struct OperationState {
   explicit OperationState(std::string operation) : what(std::move(operation)) {}
   ~OperationState();
@@ -32,13 +35,18 @@ struct OperationState {
   /// Blocks until every tracked event has completed (failed ones too), then gives staging memory back.
   /// @throws Error(Errc::device_fault / cuda_error) naming the device of the first failed event
   void wait();
+  /// wait(), then hands the results over: to the first caller; later ones get none.
+  [[nodiscard]] std::vector<HostBuffer> take_results();
 
   std::string what;
   std::vector<std::pair<SharedEvent, std::string>> events;
   std::vector<std::pair<HostBuffer, SharedEvent>> staging;
   std::vector<HostBuffer> results;
   std::vector<SharedEvent> result_events;
-  bool finished = false;
+  std::atomic<bool> finished{false};
+
+ private:
+  std::mutex mutex_;  // wait()'s release of the staging and take_results(): one thread at a time
 };
 
 }  // namespace gpuxfer::detail

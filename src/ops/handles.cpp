@@ -33,11 +33,7 @@ GatherHandle::GatherHandle(std::unique_ptr<detail::OperationState> state) noexce
 
 std::vector<HostBuffer> GatherHandle::get() {
   if (!state_) return {};
-  state_->wait();
-  std::vector<HostBuffer> out = std::move(state_->results);
-  state_->results.clear();
-  state_->result_events.clear();
-  return out;
+  return state_->take_results();
 }
 
 }  // namespace gpuxfer

@@ -277,7 +277,7 @@ def test_two_threads_take_one_handles_results_at_once(manager, lib):
     nbytes = 1 << 20
     transfer = gpuxfer.Transfer(manager)
     ordinal = manager.devices[0].ordinal
-    for round_ in range(10):
+    for round_ in range(30):
         stream, data, tensor = written_late(lib, ordinal, nbytes, seed=60 + round_)
         transfer.set_device_buffer(0, tensor, stream=stream)
         handle = transfer.gather_all(stream=stream)

@@ -490,8 +490,9 @@ TEST_F(GpuCapture, AnOpenCaptureOfAGatherLeavesOtherThreadsGathersAlone) {
   }
 }
 
-// Two threads each capture a gather on a stream of their own at the same time: the two captures must
-// not merge through a stream of gpuxfer's, and each ends holding its own copies and replays.
+// Two threads each capture a gather on a stream of their own at the same time, in thread-local and in
+// global mode: the two captures must not merge through a stream of gpuxfer's, and each ends holding its
+// own copies and replays.
 TEST_F(GpuCapture, TwoThreadsCaptureGathersAtOnce) {
   const std::size_t n = device_count();
   std::vector<DeviceMemory*> memory;
@@ -503,48 +504,53 @@ TEST_F(GpuCapture, TwoThreadsCaptureGathersAtOnce) {
     Graph graph;
     std::string failure;
   };
-  std::vector<std::unique_ptr<Side>> sides;
-  for (int t = 0; t < 2; ++t) sides.push_back(std::make_unique<Side>(ordinal(0), n * kBytes));
-  std::atomic<int> begun{0};
-  std::atomic<int> queued{0};
-  std::vector<std::thread> threads;
-  for (auto& owned : sides) {
-    Side* side = owned.get();
-    threads.emplace_back([&, side] {
-      try {
-        const DeviceGuard current(ordinal(0));
-        side->graph.begin(side->stream.get());
-        // Both captures open before either queues its gather.
-        begun.fetch_add(1);
-        while (begun.load() < 2) std::this_thread::yield();
+  for (const cudaStreamCaptureMode mode : {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal}) {
+    const std::string where = mode == cudaStreamCaptureModeGlobal ? "global mode" : "thread-local mode";
+    std::vector<std::unique_ptr<Side>> sides;
+    for (int t = 0; t < 2; ++t) sides.push_back(std::make_unique<Side>(ordinal(0), n * kBytes));
+    std::atomic<int> begun{0};
+    std::atomic<int> queued{0};
+    std::vector<std::thread> threads;
+    for (auto& owned : sides) {
+      Side* side = owned.get();
+      threads.emplace_back([&, side] {
         try {
-          (void)xfer().gather_into_async(side->out.span(), side->stream.get());
+          const DeviceGuard current(ordinal(0));
+          side->graph.begin(side->stream.get(), mode);
+          // Both captures open before either queues its gather.
+          begun.fetch_add(1);
+          while (begun.load() < 2) std::this_thread::yield();
+          try {
+            (void)xfer().gather_into_async(side->out.span(), side->stream.get());
+          } catch (const std::exception& e) {
+            side->failure = std::string("the captured gather: ") + e.what() + "; ";
+          }
+          // Neither capture ends before both gathers are queued.
+          queued.fetch_add(1);
+          while (queued.load() < 2) std::this_thread::yield();
+          // The test's own instantiation must not be what disturbs the other thread's global-mode capture.
+          const TestRelaxed relaxed;
+          side->graph.end(side->stream.get());
         } catch (const std::exception& e) {
-          side->failure = std::string("the captured gather: ") + e.what() + "; ";
+          side->failure += e.what();
         }
-        // Neither capture ends before both gathers are queued.
-        queued.fetch_add(1);
-        while (queued.load() < 2) std::this_thread::yield();
-        side->graph.end(side->stream.get());
-      } catch (const std::exception& e) {
-        side->failure += e.what();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (std::size_t t = 0; t < sides.size(); ++t) {
+      Side& side = *sides[t];
+      const std::string who = where + ", thread " + std::to_string(t);
+      ASSERT_TRUE(side.failure.empty()) << who << ": " << side.failure;
+      EXPECT_EQ(side.graph.nodes(cudaGraphNodeTypeMemcpy) + side.graph.nodes(cudaGraphNodeTypeKernel), n) << who;
+      const std::uint64_t produced = seed(200 + t);
+      produce(memory, side.stream.get(), produced);
+      std::fill(side.out.span().begin(), side.out.span().end(), kPoison);
+      side.graph.launch(side.stream.get());
+      side.stream.synchronize();
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(host_matches(side.out.span().subspan(i * kBytes, kBytes), produced + i, 0,
+                                 who + ", device " + std::to_string(i)));
       }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (std::size_t t = 0; t < sides.size(); ++t) {
-    Side& side = *sides[t];
-    ASSERT_TRUE(side.failure.empty()) << "thread " << t << ": " << side.failure;
-    EXPECT_EQ(side.graph.nodes(cudaGraphNodeTypeMemcpy) + side.graph.nodes(cudaGraphNodeTypeKernel), n)
-        << "thread " << t;
-    const std::uint64_t produced = seed(200 + t);
-    produce(memory, side.stream.get(), produced);
-    std::fill(side.out.span().begin(), side.out.span().end(), kPoison);
-    side.graph.launch(side.stream.get());
-    side.stream.synchronize();
-    for (std::size_t i = 0; i < n; ++i) {
-      ASSERT_TRUE(host_matches(side.out.span().subspan(i * kBytes, kBytes), produced + i, 0,
-                               "thread " + std::to_string(t) + ", device " + std::to_string(i)));
     }
   }
 }

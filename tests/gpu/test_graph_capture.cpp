@@ -541,7 +541,8 @@ TEST_F(GpuCapture, TwoThreadsCaptureGathersAtOnce) {
       Side& side = *sides[t];
       const std::string who = where + ", thread " + std::to_string(t);
       ASSERT_TRUE(side.failure.empty()) << who << ": " << side.failure;
-      EXPECT_EQ(side.graph.nodes(cudaGraphNodeTypeMemcpy) + side.graph.nodes(cudaGraphNodeTypeKernel), n) << who;
+      EXPECT_EQ(side.graph.nodes(cudaGraphNodeTypeMemcpy) + side.graph.nodes(cudaGraphNodeTypeKernel), n)
+          << who;
       const std::uint64_t produced = seed(200 + t);
       produce(memory, side.stream.get(), produced);
       std::fill(side.out.span().begin(), side.out.span().end(), kPoison);

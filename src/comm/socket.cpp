@@ -144,7 +144,8 @@ UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline
   comm_fail(who + " could not reach rank 0 at " + endpoint(host, port) + " within " + deadline.describe() +
             " (last error: " + std::strerror(last_error) +
             "): check that rank 0 runs, that GPUXFER_INIT or MASTER_ADDR/MASTER_PORT name its host and port, "
-            "and that no firewall is in the way");
+            "that no firewall is in the way, and that " +
+            who + " is not started twice (rank 0 stops listening once every rank has joined)");
 }
 
 bool send_all(const UniqueFd& socket, std::span<const std::byte> bytes, const Deadline& deadline) {

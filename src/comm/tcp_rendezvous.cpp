@@ -198,7 +198,9 @@ std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
     if (result == ReadResult::closed) {
       throw Error(Errc::comm_error,
                   who + ": rank 0 at " + address.to_string() +
-                      " closed the connection without an answer (it failed or was stopped)");
+                      " closed the connection without an answer (it failed or was stopped, or its world "
+                      "had formed without this process: is " +
+                      who + " started twice?)");
     }
   }
 }

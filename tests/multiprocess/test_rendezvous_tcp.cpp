@@ -133,6 +133,21 @@ TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
   EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"rank 1 is claimed twice"}));
 }
 
+// A second process claiming rank 1 after the world of two has formed: rank 0 has stopped listening, so
+// it cannot be told "claimed twice"; its error must still name that cause, not only rank 0's absence.
+TEST(TcpRendezvousErrors, ARankStartedTwiceAfterTheWorldFormedIsToldSo) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 2, init, 1500ms), "b"), rank_body(rank_env(1, 2, init, 1500ms), ""),
+       rank_body(rank_env(1, 2, init, 1500ms), "")},
+      20s, {0ms, 0ms, 600ms});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
+  EXPECT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
+  ASSERT_EQ(outcomes[2].code, "comm_error") << describe(outcomes[2]);
+  EXPECT_TRUE(contains(outcomes[2], "started twice")) << outcomes[2].text;
+}
+
 // Rank 0 of a world of 2 against a hand-made Hello: both sides fail with @p text.
 void expect_hello_refused(const detail::Hello& hello, const std::string& text) {
   const auto init = test::local_tcp();

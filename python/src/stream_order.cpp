@@ -152,7 +152,7 @@ void stream_wait_stream(cudaStream_t consumer, cudaStream_t producer, int ordina
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
   // The legacy and the per-thread stream handles stand for a stream of each device: marked on each of
   // @p legacy_ordinals (the call ran on those devices' streams, whatever the current device is here).
-  const bool legacy = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  const bool legacy = stands_for_devices(stream);
   const cudaStream_t handle = stream == cudaStreamPerThread ? cudaStreamPerThread : cudaStreamLegacy;
   std::vector<int> ordinals;
   if (legacy) {

@@ -33,7 +33,6 @@ void prune(std::vector<SharedEvent>& events) {
 DeviceStreams& take_capture_streams(ManagerState& m, std::size_t device, unsigned long long capture,
                                     const SharedEvent& fork) {
   std::lock_guard lock(m.capture_mutex);
-  if (m.capture_streams.size() < m.size()) m.capture_streams.resize(m.size());
   DeviceGuard guard(m.ordinal(device));
   const RelaxedCapture relaxed;  // a new set's streams and scratch pool are made on a capturing thread
   const auto free_for = [&](const DeviceStreams& set) {

@@ -152,6 +152,7 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
   state->links = detail::read_links(state->devices);
   detail::enable_peers(*state);
   for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));
+  state->capture_streams.resize(ordinals.size());  // each device's sets, made as captures need them
   if (options.enable_nccl) {
     int version = 0;
     if (ncclGetVersion(&version) == ncclSuccess) state->nccl_version = version;

@@ -3,6 +3,10 @@
 //                "rank 0 sent <digest>" and every rank "rank R of N local L got <digest>"
 //   refuse       every rank expects Errc::comm_error and prints "rank R: comm_error: <message>"
 //   absent R     rank R never calls in (it waits 3 s and leaves); the others expect Errc::comm_error
+//   stall R      on rank R, MPI_Test never reports the bootstrap's MPI_Ibcast done (this program interposes
+//                MPI_Ibcast and MPI_Test, PMPI), so rank R gives up in the last round after the others have
+//                passed it; every rank prints "rank R: stall: ok <digest>" or "rank R: stall: <errc>:
+//                <message>", then stays 7 s, so that a rank that hangs is seen not to report
 //   communicator every rank calls mpi_communicator and prints "rank R: communicator: joined on device D" or
 //                "rank R: communicator: <errc>: <message>"; no_device and comm_error count as expected (a
 //                machine with fewer GPUs than ranks), any other error does not
@@ -18,6 +22,30 @@
 
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/mpi_bootstrap.hpp>
+
+namespace {
+
+// stall mode: the request of this rank's MPI_Ibcast that MPI_Test reports as pending for ever.
+bool stall_broadcasts = false;
+MPI_Request stalled = MPI_REQUEST_NULL;
+
+}  // namespace
+
+// The profiling interface: these definitions take the place of the MPI library's for libgpuxfer_mpi too.
+extern "C" int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                          MPI_Request* request) {
+  const int rc = PMPI_Ibcast(buffer, count, type, root, comm, request);
+  if (stall_broadcasts && rc == MPI_SUCCESS) stalled = *request;
+  return rc;
+}
+
+extern "C" int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (stall_broadcasts && *request == stalled && stalled != MPI_REQUEST_NULL) {
+    *flag = 0;
+    return MPI_SUCCESS;
+  }
+  return PMPI_Test(request, flag, status);
+}
 
 namespace {
 
@@ -104,6 +132,23 @@ int main(int argc, char** argv) {
     }
     // The others have a collective pending, which MPI_Finalize could wait for forever.
     std::fflush(stdout);
+    _exit(rc);
+  } else if (mode == "stall" && argc > 2) {
+    stall_broadcasts = rank == std::atoi(argv[2]);
+    try {
+      const auto boot = gpuxfer::mpi_bootstrap(MPI_COMM_WORLD, blob);
+      std::printf("rank %d: stall: ok %s\n", rank, digest(boot.blob).c_str());
+      rc = 0;
+    } catch (const gpuxfer::Error& e) {
+      std::printf("rank %d: stall: %s: %s\n", rank, std::string(gpuxfer::to_string(e.code())).c_str(),
+                  e.message().c_str());
+      rc = e.code() == gpuxfer::Errc::comm_error ? 0 : 1;
+    }
+    // Stay until every rank that did not hang has said how it ended: mpirun ends the job when a rank
+    // leaves. Then leave without MPI_Finalize, which could wait for a
+    // collective that a rank that gave up left pending.
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(7));
     _exit(rc);
   } else {
     std::fprintf(stderr, "mpi_probe: unknown mode '%s'\n", mode.c_str());

@@ -1,7 +1,7 @@
 # ctest gpuxfer.mpi_bootstrap.*: runs mpi_probe under mpirun with 3 ranks on this machine and checks
 # what every rank printed.
 #
-#   cmake -DMPIEXEC=<mpirun> -DPROBE=<mpi_probe> -DMODE=exchange|refuse|absent [-DENVIRONMENT=VAR=VALUE;...]
+#   cmake -DMPIEXEC=<mpirun> -DPROBE=<mpi_probe> -DMODE=exchange|refuse|absent|stall|communicator [-DENVIRONMENT=VAR=VALUE;...]
 #         -P run_mpi_probe.cmake
 #
 # Prints "SKIPPED: ..." (the test's SKIP_REGULAR_EXPRESSION) when there is no MPI or no mpirun.
@@ -35,7 +35,7 @@ foreach(assignment IN LISTS ENVIRONMENT)
 endforeach()
 
 set(arguments ${MODE})
-if(MODE STREQUAL "absent")
+if(MODE STREQUAL "absent" OR MODE STREQUAL "stall")
   list(APPEND arguments 2)
 endif()
 string(REPLACE ";" " " shown "${launcher} ${PROBE} ${arguments}")
@@ -85,21 +85,21 @@ if(MODE STREQUAL "exchange")
     fail("${count} of ${ranks} ranks reported rank 0's blob (ranks: ${seen})")
   endif()
   message("every one of the ${ranks} ranks got rank 0's blob: ${sent}")
-elseif(MODE STREQUAL "communicator")
-  # Every rank reports how mpi_communicator ended, matching EXPECT.
-  rank_lines("^rank ([0-9]+): communicator: (.+)$" got)
+elseif(MODE STREQUAL "communicator" OR MODE STREQUAL "stall")
+  # Every rank reports how mpi_communicator (or mpi_bootstrap, stall) ended, matching EXPECT.
+  rank_lines("^rank ([0-9]+): ${MODE}: (.+)$" got)
   set(matching 0)
   foreach(entry IN LISTS got)
     if(entry MATCHES "${EXPECT}")
       math(EXPR matching "${matching} + 1")
     else()
-      fail("a rank's mpi_communicator ended otherwise than '${EXPECT}': ${entry}")
+      fail("a rank's ${MODE} ended otherwise than '${EXPECT}': ${entry}")
     endif()
   endforeach()
   if(NOT matching EQUAL EXPECT_RANKS)
-    fail("${matching} ranks (expected ${EXPECT_RANKS}) reported mpi_communicator's end matching '${EXPECT}'")
+    fail("${matching} ranks (expected ${EXPECT_RANKS}) reported how ${MODE} ended, matching '${EXPECT}' (a rank that did not report may have hung)")
   endif()
-  message("${matching} ranks: mpi_communicator ended as expected")
+  message("${matching} ranks: ${MODE} ended as expected")
 else()
   # Every rank that calls in must report comm_error with EXPECT in its message.
   rank_lines("^rank ([0-9]+): comm_error: (.+)$" got)

@@ -26,8 +26,9 @@ struct MpiBootstrap {
 };
 
 /// Hands every rank of @p comm the @p blob that rank 0 passes (on the other ranks @p blob is not read),
-/// with MPI_Ibcast on @p comm; rank and world size come from @p comm, the local rank from
-/// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Collective: every rank of @p comm calls it, from the
+/// with MPI_Ibcast on @p comm; rank and world size come from @p comm, the local rank from the ranks of
+/// @p comm on this node (host name, kernel boot id and /dev/shm, as the Communicator counts nodes; sent
+/// in the first round, an MPI_Iallgather). Collective: every rank of @p comm calls it, from the
 /// thread that calls MPI. Returns only when every rank has joined, so it doubles as a barrier. Every
 /// wait is bounded by GPUXFER_TIMEOUT (seconds, default 300); GPUXFER_RANK and GPUXFER_WORLD_SIZE, where
 /// set, must agree with @p comm. MPI must be initialised and not finalised.
@@ -41,11 +42,12 @@ struct MpiBootstrap {
 [[nodiscard]] MpiBootstrap mpi_bootstrap(MPI_Comm comm, const std::string& blob);
 
 /// A Communicator of the ranks of @p comm, one GPU each: rank and world size from @p comm, the device from
-/// the local rank (MPI_COMM_TYPE_SHARED) unless CommunicatorOptions::device says otherwise, NCCL's unique id
-/// handed over by mpi_bootstrap (so GPUXFER_RANK and GPUXFER_WORLD_SIZE, where set, must agree, and its
-/// waits are bounded by GPUXFER_TIMEOUT; NCCL's by the communicator's timeout). Collective over @p comm, from the thread
-/// that calls MPI. A rank that cannot choose its device throws at once (Errc::no_device); the others then
-/// fail within the timeout (Errc::comm_error), since MPI cannot cancel the broadcast they wait in.
+/// the local rank (as mpi_bootstrap counts it) unless CommunicatorOptions::device says otherwise, NCCL's
+/// unique id handed over by mpi_bootstrap (so GPUXFER_RANK and GPUXFER_WORLD_SIZE, where set, must agree, and
+/// its waits are bounded by GPUXFER_TIMEOUT; NCCL's by the communicator's timeout). Collective over @p comm,
+/// from the thread that calls MPI. A rank that cannot choose its device throws at once (Errc::no_device); the
+/// others then fail within the timeout (Errc::comm_error), since MPI cannot cancel the broadcast they wait
+/// in.
 /// @throws as mpi_bootstrap and as Communicator::from_exchange
 [[nodiscard]] Communicator mpi_communicator(MPI_Comm comm, const CommunicatorOptions& options = {});
 

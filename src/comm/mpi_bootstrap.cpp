@@ -4,16 +4,20 @@
 // GPUXFER_TIMEOUT instead of hanging in MPI_Bcast.
 #include <gpuxfer/mpi_bootstrap.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <gpuxfer/error.hpp>
 
 #include "comm/deadline.hpp"
+#include "comm/host_gather_plan.hpp"
 #include "comm/launch_env.hpp"
 #include "node/environment.hpp"
 
@@ -70,10 +74,17 @@ std::optional<Error> disagreement(const EnvLookup& lookup, int rank, int world_s
   return std::nullopt;
 }
 
-// What a pending request writes into: heap-held, so that a timed-out request may keep it.
+// One rank's part of the first round, the same size on every rank (MPI_Iallgather of raw bytes).
+struct Place {
+  std::uint64_t refused = 0;                             ///< 1 when this rank refuses the bootstrap
+  std::uint64_t blob_size = 0;                           ///< rank 0's: the size of its blob
+  char node[sizeof(detail::NodeRecord::identity)] = {};  ///< the host, as the Communicator counts nodes
+};
+
+// What pending requests write into: heap-held, so that a timed-out request may keep it.
 struct Exchange {
-  std::uint64_t agreement[2] = {0, 0};  // the lowest refusing rank + 1 (0: none), rank 0's blob size
-  std::uint64_t contribution[2] = {0, 0};
+  Place mine;
+  std::vector<Place> places;
   std::string bytes;
 };
 
@@ -100,27 +111,12 @@ void wait_or_throw(MPI_Request& request, const detail::Deadline& deadline, std::
                                     "now has a collective pending, end the job (MPI_Abort)");
 }
 
-class CommGuard {
- public:
-  CommGuard() = default;
-  CommGuard(const CommGuard&) = delete;
-  CommGuard& operator=(const CommGuard&) = delete;
-  ~CommGuard() {
-    if (comm_ != MPI_COMM_NULL) static_cast<void>(MPI_Comm_free(&comm_));
-  }
-  MPI_Comm* out() { return &comm_; }
-  [[nodiscard]] MPI_Comm get() const { return comm_; }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
-
-int node_rank(MPI_Comm comm, int rank) {
-  CommGuard node;
-  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, node.out()), "MPI_Comm_split_type");
-  int local = 0;
-  check_mpi(MPI_Comm_rank(node.get(), &local), "MPI_Comm_rank");
-  return local;
+// This rank's index among the ranks of its node, in rank order.
+int local_rank(const std::vector<Place>& places, int rank) {
+  const auto& mine = places[static_cast<std::size_t>(rank)].node;
+  return static_cast<int>(std::count_if(places.begin(), places.begin() + rank, [&](const Place& other) {
+    return std::memcmp(other.node, mine, sizeof(mine)) == 0;
+  }));
 }
 
 }  // namespace
@@ -148,29 +144,36 @@ MpiBootstrap mpi_bootstrap(MPI_Comm comm, const std::string& blob) {
   }
   const detail::Deadline deadline(timeout);
 
+  // Two non-blocking rounds and nothing after them, so that a rank that gives up in either cannot leave
+  // another waiting for it unbounded: every rank's place (refusal, node, rank 0's blob size), then rank 0's
+  // blob.
   auto exchange = std::make_unique<Exchange>();
-  exchange->contribution[0] = refusal ? static_cast<std::uint64_t>(world - rank) : 0;
-  exchange->contribution[1] = rank == 0 ? blob.size() : 0;
+  exchange->mine.refused = refusal ? 1 : 0;
+  exchange->mine.blob_size = rank == 0 ? blob.size() : 0;
+  const detail::NodeRecord node = detail::local_node_record(0, std::nullopt);
+  std::memcpy(exchange->mine.node, node.identity, sizeof(node.identity));
+  exchange->places.resize(static_cast<std::size_t>(world));
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(exchange->contribution, exchange->agreement, 2, MPI_UINT64_T, MPI_MAX, comm, &request),
-            "MPI_Iallreduce");
+  check_mpi(MPI_Iallgather(&exchange->mine, sizeof(Place), MPI_BYTE, exchange->places.data(), sizeof(Place),
+                           MPI_BYTE, comm, &request),
+            "MPI_Iallgather");
   wait_or_throw(request, deadline, exchange, "the MPI bootstrap's first round (every rank joins)", rank, world);
   if (refusal) throw *refusal;
-  if (exchange->agreement[0] != 0) {
-    const auto refused = static_cast<std::uint64_t>(world) - exchange->agreement[0];
-    throw Error(Errc::comm_error, "rank " + std::to_string(refused) + " of the MPI communicator's " +
-                                      std::to_string(world) +
+  const auto refused = std::find_if(exchange->places.begin(), exchange->places.end(),
+                                    [](const Place& place) { return place.refused != 0; });
+  if (refused != exchange->places.end()) {
+    throw Error(Errc::comm_error, "rank " + std::to_string(refused - exchange->places.begin()) +
+                                      " of the MPI communicator's " + std::to_string(world) +
                                       " refused the bootstrap (its own error says why: GPUXFER_RANK, "
                                       "GPUXFER_WORLD_SIZE or GPUXFER_TIMEOUT)");
   }
+  result.local_rank = local_rank(exchange->places, rank);
 
-  exchange->bytes = rank == 0 ? blob : std::string(exchange->agreement[1], '\0');
+  exchange->bytes = rank == 0 ? blob : std::string(exchange->places[0].blob_size, '\0');
   check_mpi(MPI_Ibcast(exchange->bytes.data(), static_cast<int>(exchange->bytes.size()), MPI_BYTE, 0, comm, &request),
             "MPI_Ibcast");
   wait_or_throw(request, deadline, exchange, "the MPI bootstrap's broadcast of rank 0's blob", rank, world);
   result.blob = std::move(exchange->bytes);
-  // Every rank has joined by now, so this blocking collective cannot wait for an absent one.
-  result.local_rank = node_rank(comm, rank);
   return result;
 }
 

@@ -53,6 +53,22 @@ CommunicatorState::~CommunicatorState() {
 
 namespace {
 
+// @p device's UUID as nvidia-smi spells it ("GPU-8-4-4-4-12 hex digits"): the same in every process, whatever
+// devices each sees (CUDA_VISIBLE_DEVICES), so that the rendezvous can refuse two ranks on one GPU.
+std::string gpu_id(int device, const std::string& where) {
+  cudaDeviceProp props{};
+  GPUXFER_CUDA_TRY_CTX(cudaGetDeviceProperties(&props, device), where + ": reading the device's UUID");
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string id = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) id += '-';
+    const auto byte = static_cast<unsigned char>(props.uuid.bytes[i]);
+    id += digits[byte >> 4];
+    id += digits[byte & 0xf];
+  }
+  return id;
+}
+
 // The device this rank drives, checked against what CUDA sees before any rank waits for this one.
 int choose_device(const LaunchEnv& env, const CommunicatorOptions& options) {
   const std::string who = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size);
@@ -97,6 +113,7 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
   s->device = choose_device(env, options);
   s->where = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " (device " +
              std::to_string(s->device) + ")";
+  env.gpu = gpu_id(s->device, s->where);
   ncclUniqueId id{};
   std::string blob;
   if (env.rank == 0) {

@@ -13,10 +13,12 @@ class Deadline {
 
   /// Ends @p timeout from now, or never when that is past the clock's range (a timeout meant as none).
   explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout), end_(from_now(timeout)) {}
-  /// Ends @p extra after @p timeout from now, as saturating.
+  /// Ends @p extra after @p timeout from now, as saturating: a waiter's margin over the peer it waits for.
+  /// timeout() and describe() still say @p timeout, the one the user set.
   Deadline(std::chrono::milliseconds timeout, std::chrono::milliseconds extra)
-      : Deadline(extra > std::chrono::milliseconds::max() - timeout ? std::chrono::milliseconds::max()
-                                                                    : timeout + extra) {}
+      : timeout_(timeout),
+        end_(from_now(extra > std::chrono::milliseconds::max() - timeout ? std::chrono::milliseconds::max()
+                                                                         : timeout + extra)) {}
 
   [[nodiscard]] bool expired() const { return Clock::now() >= end_; }
 
@@ -26,7 +28,7 @@ class Deadline {
     return static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), cap).count());
   }
 
-  /// The whole timeout this deadline was made with.
+  /// The timeout this deadline was made with (without the extra).
   [[nodiscard]] std::chrono::milliseconds timeout() const { return timeout_; }
 
   /// The timeout as a user reads it: "2 s (GPUXFER_TIMEOUT)", "0.5 s (GPUXFER_TIMEOUT)".

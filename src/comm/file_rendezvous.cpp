@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -15,6 +16,7 @@
 #include <gpuxfer/error.hpp>
 
 #include "comm/deadline.hpp"
+#include "comm/rendezvous.hpp"
 #include "comm/socket.hpp"
 #include "comm/wire.hpp"
 #include "runtime/log.hpp"
@@ -97,10 +99,13 @@ class FileRendezvous {
     return path_ + "." + kind + std::to_string(rank);
   }
 
+  std::string claim_text() const {
+    return "world_size " + std::to_string(env_.world_size) + "\nlocal_rank " +
+           std::to_string(env_.local_rank) + "\nhost " + local_host_name() + "\ngpu " + env_.gpu + "\n";
+  }
+
   void claim() {
-    const std::string text = "world_size " + std::to_string(env_.world_size) + "\nlocal_rank " +
-                             std::to_string(env_.local_rank) + "\nhost " + local_host_name() + "\n";
-    if (!publish(rank_file("rank", env_.rank), text, true)) {
+    if (!publish(rank_file("rank", env_.rank), claim_text(), true)) {
       comm_fail(
           "rank " + std::to_string(env_.rank) + " is claimed twice (" + rank_file("rank", env_.rank) +
           " exists: another process has this rank, or an earlier job left it): every process needs its own "
@@ -109,16 +114,22 @@ class FileRendezvous {
     }
   }
 
+  // "rank 2 (local rank 0 on node-a)", as the TCP rendezvous names a rank.
+  static std::string who(int rank, const std::string& claim) {
+    return "rank " + std::to_string(rank) + " (local rank " + field(claim, "local_rank") + " on " +
+           field(claim, "host") + ")";
+  }
+
   void serve(const std::string& blob) {
-    std::string missing;
-    int count = 0;
+    RankList missing;
+    std::map<std::string, std::string> gpus{{env_.gpu, who(0, claim_text())}};  // GPU -> the rank that has it
     for (int rank = 1; rank < env_.world_size; ++rank) {
       std::optional<std::string> claim;
       while (!(claim = read_whole(rank_file("rank", rank))) && !deadline_.expired()) {
         std::this_thread::sleep_for(poll_interval);
       }
       if (!claim) {
-        missing += (count++ == 0 ? "" : ", ") + std::to_string(rank);
+        missing.add(rank);
         continue;
       }
       const std::string world = field(*claim, "world_size");
@@ -128,10 +139,14 @@ class FileRendezvous {
                ": every rank must have the same GPUXFER_WORLD_SIZE (WORLD_SIZE, SLURM_NTASKS, "
                "OMPI_COMM_WORLD_SIZE)");
       }
+      if (const std::string gpu = field(*claim, "gpu"); !gpu.empty()) {
+        const auto [it, added] = gpus.emplace(gpu, who(rank, *claim));
+        if (!added) refuse(two_ranks_on_one_gpu(who(rank, *claim), it->second, gpu));
+      }
     }
     if (!missing.empty()) {
-      refuse("rank 0 waited " + deadline_.describe() + " on " + env_.init.to_string() + " for rank" +
-             (count == 1 ? " " : "s ") + missing + " of " + std::to_string(env_.world_size) +
+      refuse("rank 0 waited " + deadline_.describe() + " on " + env_.init.to_string() + " for " +
+             missing.describe() + " of " + std::to_string(env_.world_size) +
              ", which never joined: check that every rank started and sees this file system path");
     }
     publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, false);
@@ -149,17 +164,19 @@ class FileRendezvous {
     comm_fail(message);
   }
 
-  // Every rank says it has read the result; only then may it go. Bounded: a rank that died after
-  // reading leaves its files behind and a warning.
+  // Every rank says it has read the result; only then may it go. Bounded: a rank that never does (it
+  // died after its claim) fails rank 0, naming it, and leaves the files behind.
   void clean_up_after_readers() {
     const Deadline reading(env_.timeout);
     for (int rank = 1; rank < env_.world_size; ++rank) {
       while (!exists(rank_file("done", rank)) && !reading.expired())
         std::this_thread::sleep_for(poll_interval);
       if (!exists(rank_file("done", rank))) {
-        GPUXFER_LOG(warn, "rendezvous: rank " + std::to_string(rank) + " never confirmed " + path_ +
-                              "; files left behind");
-        return;
+        const std::string claim = read_whole(rank_file("rank", rank)).value_or("");
+        comm_fail("rank " + std::to_string(rank) + " (on " + field(claim, "host") +
+                  ") claimed its number but never read " + path_ + " within " + reading.describe() +
+                  ": it died or was stopped after joining (its own output says why); the files stay in " +
+                  "place for a look, remove " + path_ + "* before the next job");
       }
     }
     unlink(path_.c_str());

@@ -23,8 +23,10 @@ struct Launcher {
 constexpr Launcher launchers[] = {
     {"gpuxfer", "GPUXFER_RANK", "GPUXFER_WORLD_SIZE", "GPUXFER_LOCAL_RANK"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    // Open MPI's before Slurm's: mpirun inside an sbatch or salloc allocation starts every rank with the
+    // batch step's SLURM_PROCID, while it sets OMPI_COMM_WORLD_* per process.
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 };
 
 [[noreturn]] void bad(const std::string& variable, const std::string& value, const std::string& why) {
@@ -64,6 +66,10 @@ LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
   LaunchEnv env;
   env.launcher = launcher.name;
   env.world_size = read_env_count(lookup, launcher.world_size, because, 1);
+  if (env.world_size > max_world_size) {
+    bad(launcher.world_size, std::to_string(env.world_size),
+        "at most " + std::to_string(max_world_size) + " ranks (is it a typo?)");
+  }
   env.rank = read_env_count(lookup, launcher.rank, because, 0);
   if (env.rank >= env.world_size) {
     bad(launcher.rank, std::to_string(env.rank),

@@ -13,6 +13,9 @@ namespace gpuxfer::detail {
 
 /// What GPUXFER_TIMEOUT is when unset.
 inline constexpr std::chrono::seconds default_comm_timeout{300};
+/// The largest world a launcher's variables may state: past any job's, so that a typo is refused before a
+/// rank sizes per-rank tables by it.
+inline constexpr int max_world_size = 1 << 20;
 
 struct LaunchEnv {
   int rank = 0;        ///< 0 to world_size - 1
@@ -21,6 +24,9 @@ struct LaunchEnv {
   InitAddress init;    ///< where the ranks meet; Kind::none for a single process
   std::chrono::milliseconds timeout = default_comm_timeout;  ///< bounds every wait (GPUXFER_TIMEOUT)
   std::string launcher = "none";  ///< whose variables were read: gpuxfer, torchrun, slurm, openmpi or none
+  /// The GPU this rank drives, as CUDA names it across processes ("GPU-<uuid>"); empty when none is known.
+  /// The rendezvous refuses two ranks with one (NCCL cannot put two ranks on one GPU).
+  std::string gpu;
 };
 
 /// @p variable as an integer of at least @p least; @p because says why it is needed when it is unset.
@@ -33,8 +39,8 @@ struct LaunchEnv {
 [[nodiscard]] std::chrono::milliseconds read_comm_timeout(const EnvLookup& lookup);
 
 /// Reads, in this precedence: GPUXFER_RANK / GPUXFER_WORLD_SIZE / GPUXFER_LOCAL_RANK / GPUXFER_INIT;
-/// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's SLURM_PROCID / SLURM_NTASKS
-/// / SLURM_LOCALID; Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK. Slurm and Open MPI give no
+/// torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK /
+/// _SIZE / _LOCAL_RANK; Slurm's SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID. Slurm and Open MPI give no
 /// address: it comes from GPUXFER_INIT or MASTER_ADDR and MASTER_PORT. GPUXFER_INIT wins over
 /// MASTER_ADDR/MASTER_PORT. From those, rank 0 listens on MASTER_ADDR at MASTER_PORT + 1: MASTER_PORT is
 /// torch.distributed's (torchrun's agent serves its store there, or the program's init_process_group

@@ -26,4 +26,36 @@ std::string exchange_blob(const LaunchEnv& env, const std::string& blob) {
                   " ranks needs a rendezvous address: set GPUXFER_INIT or MASTER_ADDR/MASTER_PORT");
 }
 
+void RankList::add(int rank) {
+  if (!runs_.empty() && runs_.back().second + 1 == rank) {
+    runs_.back().second = rank;
+  } else {
+    runs_.emplace_back(rank, rank);
+  }
+}
+
+std::string RankList::describe() const {
+  constexpr std::size_t shown = 8;
+  const bool one = runs_.size() == 1 && runs_[0].first == runs_[0].second;
+  std::string text = one ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < runs_.size() && i < shown; ++i) {
+    const auto [first, last] = runs_[i];
+    if (i > 0) text += i + 1 == runs_.size() ? " and " : ", ";
+    text += std::to_string(first);
+    if (last > first) text += (last == first + 1 ? " and " : " to ") + std::to_string(last);
+  }
+  if (runs_.size() > shown) {
+    int more = 0;
+    for (std::size_t i = shown; i < runs_.size(); ++i) more += runs_[i].second - runs_[i].first + 1;
+    text += " and " + std::to_string(more) + " more";
+  }
+  return text;
+}
+
+std::string two_ranks_on_one_gpu(const std::string& who, const std::string& other, const std::string& gpu) {
+  return who + " and " + other + " both drive " + gpu +
+         ": every rank needs a GPU of its own (its local rank picks it: GPUXFER_LOCAL_RANK, LOCAL_RANK, "
+         "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; or CommunicatorOptions::device)";
+}
+
 }  // namespace gpuxfer::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "comm/launch_env.hpp"
 
@@ -14,5 +15,21 @@ namespace gpuxfer::detail {
 /// @throws Error(Errc::comm_error) for the failures listed in tcp_rendezvous.hpp and file_rendezvous.hpp,
 ///         each within @p env.timeout; Error(Errc::invalid_option) for a world of several without address
 [[nodiscard]] std::string exchange_blob(const LaunchEnv& env, const std::string& blob);
+
+/// Ranks named in an error, added in ascending order and described as runs, so that a large world's
+/// message stays short: "rank 2", "ranks 1 to 4, 6 and 9 to 99999".
+class RankList {
+ public:
+  void add(int rank);
+  [[nodiscard]] bool empty() const { return runs_.empty(); }
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  std::vector<std::pair<int, int>> runs_;  ///< first and last rank of each run
+};
+
+/// The error of two ranks that would drive one GPU: @p who (the later) and @p other, both on @p gpu.
+[[nodiscard]] std::string two_ranks_on_one_gpu(const std::string& who, const std::string& other,
+                                               const std::string& gpu);
 
 }  // namespace gpuxfer::detail

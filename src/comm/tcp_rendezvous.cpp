@@ -11,14 +11,15 @@
 #include <gpuxfer/error.hpp>
 
 #include "comm/deadline.hpp"
+#include "comm/rendezvous.hpp"
 #include "comm/socket.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
 namespace {
 
-// The most a Hello can take: its fixed part and a 255-byte host name.
-constexpr std::size_t max_hello_bytes = 512;
+// The most a Hello can take: its fixed part, a 255-byte host name and a 255-byte GPU id.
+constexpr std::size_t max_hello_bytes = 1024;
 // How long rank 0 tries to deliver an error to a rank before it gives up on that rank.
 constexpr std::chrono::milliseconds error_delivery{500};
 
@@ -35,6 +36,7 @@ class Server {
     self_.world_size = static_cast<std::uint32_t>(env.world_size);
     self_.local_rank = static_cast<std::uint32_t>(env.local_rank);
     self_.host = local_host_name();
+    self_.gpu = env.gpu;
     listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface);
   }
 
@@ -59,7 +61,14 @@ class Server {
   void poll_once() {
     std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
     for (const Peer& peer : pending_) fds.push_back({peer.socket.get(), POLLIN, 0});
+    // A rank that joined sends nothing more: its socket turns readable only when the rank has gone.
+    const std::size_t joined_at = fds.size();
+    for (const auto& [rank, peer] : joined_) fds.push_back({peer.socket.get(), POLLIN, 0});
     if (poll(fds.data(), fds.size(), deadline_.poll_ms(std::chrono::milliseconds(100))) <= 0) return;
+    std::size_t at = joined_at;
+    for (const auto& [rank, peer] : joined_) {
+      if (fds[at++].revents != 0) fail_left(peer);
+    }
     if (fds[0].revents != 0) accept_all();
     // pending_ may have grown; only the entries that were polled have revents.
     std::vector<Peer> still_pending;
@@ -122,30 +131,48 @@ class Server {
                ": every process needs its own GPUXFER_RANK (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)",
            &peer);
     }
+    if (!hello.gpu.empty()) {
+      const auto drives_it = [&](const Hello& other) { return other.gpu == hello.gpu; };
+      const Hello* other = drives_it(self_) ? &self_ : nullptr;
+      for (const auto& [rank, joined] : joined_) {
+        if (other == nullptr && drives_it(*joined.hello)) other = &*joined.hello;
+      }
+      if (other != nullptr) fail(two_ranks_on_one_gpu(who, other->describe(), hello.gpu), &peer);
+    }
     GPUXFER_LOG(debug, "rendezvous: " + who + " joined");
     const std::uint32_t rank = hello.rank;
     joined_.emplace(rank, std::move(peer));
   }
 
+  // A joined rank's socket turned readable: it closed (the rank died or was stopped) or sent what no rank
+  // sends. Either way the world cannot form with it.
+  [[noreturn]] void fail_left(const Peer& peer) {
+    fail(peer.hello->describe() +
+         " left after joining (its connection to rank 0 closed before every rank had joined): it "
+         "died or was stopped; its own output says why");
+  }
+
   std::string missing_ranks() const {
-    std::string missing;
-    int count = 0;
+    RankList missing;
     for (int rank = 1; rank < env_.world_size; ++rank) {
-      if (joined_.count(static_cast<std::uint32_t>(rank)) != 0) continue;
-      missing += (count++ == 0 ? "" : ", ") + std::to_string(rank);
+      if (joined_.count(static_cast<std::uint32_t>(rank)) == 0) missing.add(rank);
     }
-    return "rank 0 waited " + deadline_.describe() + " on " + env_.init.to_string() + " for rank" +
-           (count == 1 ? " " : "s ") + missing + " of " + std::to_string(env_.world_size) +
+    return "rank 0 waited " + deadline_.describe() + " on " + env_.init.to_string() + " for " +
+           missing.describe() + " of " + std::to_string(env_.world_size) +
            ", which never joined: check that every rank started, that each can reach this address, and "
            "that GPUXFER_TIMEOUT allows for the slowest start";
   }
 
-  // Tells every rank connected so far (and @p also) what went wrong, then throws it.
+  // Tells every rank connected so far (and @p also, and the connections whose Hello is still incomplete)
+  // what went wrong, then throws it.
   [[noreturn]] void fail(const std::string& message, Peer* also = nullptr) {
     const std::string reply = encode(Reply{false, message});
     const Deadline delivery(error_delivery);
     if (also != nullptr) (void)send_all(also->socket, as_bytes(reply), delivery);
     for (auto& [rank, peer] : joined_) (void)send_all(peer.socket, as_bytes(reply), delivery);
+    for (Peer& peer : pending_) {
+      if (&peer != also) (void)send_all(peer.socket, as_bytes(reply), delivery);
+    }
     throw Error(Errc::comm_error, message);
   }
 
@@ -167,6 +194,7 @@ std::string join_tcp_rendezvous(const LaunchEnv& env) {
   hello.rank = static_cast<std::uint32_t>(env.rank);
   hello.local_rank = static_cast<std::uint32_t>(env.local_rank);
   hello.host = local_host_name();
+  hello.gpu = env.gpu;
   return join_tcp_rendezvous(env.init, hello, env.timeout);
 }
 

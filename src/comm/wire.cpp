@@ -10,6 +10,7 @@ namespace gpuxfer::detail {
 namespace {
 
 constexpr std::size_t hello_fixed = 4 + 2 + 4 + 4 + 4 + 1;  // magic, version, world, rank, local, host length
+// Then the host name and, from version 2, a GPU length byte and the GPU id.
 constexpr std::size_t reply_fixed = 4 + 1 + 4;              // magic, ok, payload length
 
 void put(std::string& out, std::uint64_t value, int bytes) {
@@ -39,7 +40,11 @@ std::string encode(const Hello& hello) {
   put(out, hello.rank, 4);
   put(out, hello.local_rank, 4);
   put(out, host.size(), 1);
-  return out + host;
+  out += host;
+  if (hello.version < 2) return out;
+  const std::string gpu = hello.gpu.substr(0, 255);
+  put(out, gpu.size(), 1);
+  return out + gpu;
 }
 
 std::string encode(const Reply& reply) {
@@ -61,6 +66,13 @@ std::optional<Hello> decode_hello(const std::string& buffer) {
   hello.rank = get(buffer, 10, 4);
   hello.local_rank = get(buffer, 14, 4);
   hello.host = buffer.substr(hello_fixed, host_bytes);
+  // A peer of another version is refused by its version: what follows the host is not read.
+  if (hello.magic != wire_magic || hello.version != wire_version) return hello;
+  const std::size_t gpu_at = hello_fixed + host_bytes;
+  if (buffer.size() < gpu_at + 1) return std::nullopt;
+  const std::size_t gpu_bytes = get(buffer, gpu_at, 1);
+  if (buffer.size() < gpu_at + 1 + gpu_bytes) return std::nullopt;
+  hello.gpu = buffer.substr(gpu_at + 1, gpu_bytes);
   return hello;
 }
 

@@ -37,7 +37,14 @@ TEST(Deadline, ALongerWaitThanTheTimeoutSaturates) {
   const Deadline d(milliseconds::max(), std::chrono::seconds(1));
   EXPECT_FALSE(d.expired());
   EXPECT_EQ(d.timeout(), milliseconds::max());
-  EXPECT_EQ(Deadline(milliseconds(2000), std::chrono::seconds(1)).timeout(), milliseconds(3000));
+}
+
+// The extra time is the waiter's own margin: an error says the timeout the user set, not timeout + extra.
+TEST(Deadline, AnExtendedDeadlineDescribesTheTimeoutItWasGiven) {
+  const Deadline d(milliseconds(2000), std::chrono::seconds(1));
+  EXPECT_EQ(d.timeout(), milliseconds(2000));
+  EXPECT_EQ(d.describe(), "2 s (GPUXFER_TIMEOUT)");
+  EXPECT_GT(d.poll_ms(milliseconds(10'000)), 2500) << "still ends a second after the timeout";
 }
 
 }  // namespace

@@ -118,30 +118,64 @@ TEST(LaunchEnv, OpenMpiTakesTheAddressFromGpuxferInit) {
   EXPECT_EQ(env.init.path, "/shared/job");
 }
 
-TEST(LaunchEnv, PrecedenceIsGpuxferTorchrunSlurmOpenMpi) {
+// Open MPI's variables before Slurm's: mpirun inside an sbatch or salloc allocation starts every rank with
+// the batch step's SLURM_PROCID (0, or the node's index), while mpirun sets OMPI_COMM_WORLD_* per process.
+TEST(LaunchEnv, PrecedenceIsGpuxferTorchrunOpenMpiSlurm) {
   std::map<std::string, std::string> all{{"GPUXFER_RANK", "1"},
                                          {"GPUXFER_WORLD_SIZE", "2"},
                                          {"RANK", "2"},
                                          {"WORLD_SIZE", "3"},
                                          {"LOCAL_RANK", "0"},
-                                         {"SLURM_PROCID", "3"},
-                                         {"SLURM_NTASKS", "4"},
-                                         {"SLURM_LOCALID", "0"},
                                          {"OMPI_COMM_WORLD_RANK", "4"},
                                          {"OMPI_COMM_WORLD_SIZE", "5"},
                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                         {"SLURM_PROCID", "3"},
+                                         {"SLURM_NTASKS", "4"},
+                                         {"SLURM_LOCALID", "0"},
                                          {"GPUXFER_INIT", "tcp://h:1"}};
   EXPECT_EQ(read(all).launcher, "gpuxfer");
   all.erase("GPUXFER_RANK");
   all.erase("GPUXFER_WORLD_SIZE");
   EXPECT_EQ(read(all).launcher, "torchrun");
   all.erase("RANK");
-  EXPECT_EQ(read(all).launcher, "slurm");
-  all.erase("SLURM_PROCID");
   const LaunchEnv mpi = read(all);
   EXPECT_EQ(mpi.launcher, "openmpi");
   EXPECT_EQ(mpi.rank, 4);
   EXPECT_EQ(mpi.world_size, 5);
+  all.erase("OMPI_COMM_WORLD_RANK");
+  const LaunchEnv slurm = read(all);
+  EXPECT_EQ(slurm.launcher, "slurm");
+  EXPECT_EQ(slurm.rank, 3);
+  EXPECT_EQ(slurm.world_size, 4);
+}
+
+TEST(LaunchEnv, MpirunInsideASlurmAllocationTakesOpenMpisRank) {
+  const LaunchEnv env = read({{"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "1"},
+                              {"SLURM_LOCALID", "0"},
+                              {"OMPI_COMM_WORLD_RANK", "2"},
+                              {"OMPI_COMM_WORLD_SIZE", "4"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                              {"GPUXFER_INIT", "tcp://h:1"}});
+  EXPECT_EQ(env.launcher, "openmpi");
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 2);
+}
+
+// A world size past any job's is a typo, refused before a rank builds per-rank tables for it.
+TEST(LaunchEnv, AnAbsurdWorldSizeIsRefused) {
+  try {
+    (void)read({{"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "2000000000"}, {"GPUXFER_INIT", "tcp://h:1"}});
+    FAIL() << "a world of 2e9 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_option);
+    EXPECT_NE(std::string(e.what()).find("GPUXFER_WORLD_SIZE='2000000000'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at most 1048576"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read({{"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "1048576"}, {"GPUXFER_INIT", "tcp://h:1"}})
+                .world_size,
+            1048576);
 }
 
 TEST(LaunchEnv, OneRankNeedsNoAddress) {

@@ -749,6 +749,15 @@ int exit_early(int leaver) {
   return 0;
 }
 
+// Every rank on device 0: the rendezvous refuses the job before NCCL sees it, naming two ranks and the GPU.
+int one_gpu() {
+  gpuxfer::CommunicatorOptions options;
+  options.device = 0;
+  const Communicator comm = Communicator::from_environment(options);
+  std::printf("rank %d: created a communicator with every rank on device 0\n", comm.rank());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -757,6 +766,7 @@ int main(int argc, char** argv) try {
   if (mode == "graphs") return run_graphs();
   if (mode == "beside-capture") return run_beside_capture(argc > 2 && std::string(argv[2]) == "setup");
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
+  if (mode == "one-gpu") return one_gpu();
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;
 } catch (const gpuxfer::Error& e) {

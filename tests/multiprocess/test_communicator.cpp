@@ -2,7 +2,8 @@
 // started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host and broadcast_from_host
 // through the shared segment, and with each rank a node of its own over NCCL), the operations that need no
 // host wait captured into a CUDA graph and replayed, and a rank that leaves before NCCL
-// (the other fails within GPUXFER_TIMEOUT, naming it). Skips, saying why, without enough GPUs.
+// (the other fails within GPUXFER_TIMEOUT, naming it), two ranks on one GPU (refused, naming both). Skips,
+// saying why, without enough GPUs.
 #include <chrono>
 #include <string>
 
@@ -154,6 +155,21 @@ TEST(CommunicatorGpu, ARankThatLeavesBeforeNcclIsNamed) {
 TEST(CommunicatorGpu, RankZeroLeavingBeforeNcclIsNamed) {
   REQUIRE_GPUS(2);
   expect_named(0);
+}
+
+// Two ranks told to drive one GPU (CommunicatorOptions::device = 0 on both): the rendezvous compares the
+// GPUs' UUIDs and refuses the job on both ranks, naming them, before NCCL would fail without a name.
+TEST(CommunicatorGpu, TwoRanksOnOneGpuAreRefusedNamingBoth) {
+  REQUIRE_GPUS(1);
+  const LaunchRun run = launch("-n 2 -- " + probe + " one-gpu", "GPUXFER_TIMEOUT=30");
+  EXPECT_NE(run.code, 0) << run.output;
+  for (const char* rank : {"[0] comm_probe: gpuxfer comm_error: ", "[1] comm_probe: gpuxfer comm_error: "}) {
+    EXPECT_TRUE(has(run, rank)) << run.output;
+  }
+  EXPECT_TRUE(has(run, "rank 1 (local rank 1 on ")) << run.output;
+  EXPECT_TRUE(has(run, "and rank 0 (local rank 0 on ")) << run.output;
+  EXPECT_TRUE(has(run, "both drive GPU-")) << run.output;
+  EXPECT_LT(run.took, 20s) << run.output;
 }
 
 }  // namespace

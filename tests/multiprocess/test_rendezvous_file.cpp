@@ -88,6 +88,37 @@ TEST(FileRendezvousErrors, ARankThatNeverJoinsFailsEveryoneInTime) {
   EXPECT_LT(took, 5s);
 }
 
+TEST(FileRendezvousErrors, TwoRanksDrivingOneGpu) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  auto env = [&](int rank, const std::string& gpu) {
+    auto e = rank_env(rank, 3, init, 3000ms);
+    e.gpu = gpu;
+    return e;
+  };
+  const auto outcomes =
+      test::run_forked({rank_body(env(0, "GPU-aaaa"), "b"), rank_body(env(1, "GPU-bbbb"), ""),
+                        rank_body(env(2, "GPU-bbbb"), "")});
+  EXPECT_TRUE(
+      test::every_rank_failed_with(outcomes, {"rank 2 (local rank 2 on ", "and rank 1 (local rank 1 on ",
+                                              "both drive GPU-bbbb", "a GPU of its own"}));
+}
+
+// A rank that claimed its number and died before reading the result: rank 0 names it within its timeout
+// rather than return as if the job had formed.
+TEST(FileRendezvousErrors, ARankThatNeverReadsTheResultIsNamed) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  std::ofstream(init.path + ".rank1") << "world_size 2\nlocal_rank 1\nhost test-host\n";
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 1000ms), "b")});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "rank 1 (on test-host) claimed its number but never read"))
+      << outcomes[0].text;
+  EXPECT_LT(took, 5s);
+}
+
 TEST(FileRendezvousErrors, NoRankZero) {
   const test::TempDir dir;
   const auto init = dir.file("job");

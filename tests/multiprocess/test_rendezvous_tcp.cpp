@@ -3,7 +3,9 @@
 // to check, on rank 0 and on the other ranks, within a short timeout.
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -131,6 +133,71 @@ TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
                                           rank_body(rank_env(1, 3, init, 3000ms), ""),
                                           rank_body(rank_env(1, 3, init, 3000ms), "")});
   EXPECT_TRUE(test::every_rank_failed_with(outcomes, {"rank 1 is claimed twice"}));
+}
+
+// Two ranks that would drive one GPU (the same GPU id, as create() takes it from CUDA): refused before
+// NCCL sees them, on every rank, naming both; rank 0's own GPU counts too.
+TEST(TcpRendezvousErrors, TwoRanksDrivingOneGpu) {
+  const auto init = test::local_tcp();
+  auto env = [&](int rank, const std::string& gpu) {
+    auto e = rank_env(rank, 3, init, 3000ms);
+    e.gpu = gpu;
+    return e;
+  };
+  const auto outcomes =
+      test::run_forked({rank_body(env(0, "GPU-aaaa"), "b"), rank_body(env(1, "GPU-bbbb"), ""),
+                        rank_body(env(2, "GPU-bbbb"), "")},
+                       20s, {0ms, 0ms, 200ms});
+  EXPECT_TRUE(
+      test::every_rank_failed_with(outcomes, {"rank 2 (local rank 2 on ", "and rank 1 (local rank 1 on ",
+                                              "both drive GPU-bbbb", "a GPU of its own"}));
+  const auto with_root =
+      test::run_forked({rank_body(env(0, "GPU-aaaa"), "b"), rank_body(env(1, "GPU-aaaa"), ""),
+                        rank_body(env(2, "GPU-cccc"), "")},
+                       20s, {0ms, 300ms, 100ms});
+  EXPECT_TRUE(
+      test::every_rank_failed_with(with_root, {"and rank 0 (local rank 0 on ", "both drive GPU-aaaa"}));
+}
+
+// A rank that sent its Hello and died before the world formed (rank 3 has not come yet): rank 0 and the
+// ranks that joined fail at once, naming it, rather than wait for rank 3 and hand out the blob to a world
+// whose NCCL initialisation would then time out without a name.
+TEST(TcpRendezvousErrors, ARankThatLeavesAfterJoiningIsNamed) {
+  const auto init = test::local_tcp();
+  auto joins_and_leaves = [&] {
+    const detail::Deadline deadline(3000ms);
+    const detail::UniqueFd socket = detail::tcp_connect(init.host, init.port, deadline, "rank 1");
+    detail::Hello hello;
+    hello.world_size = 4;
+    hello.rank = 1;
+    hello.local_rank = 1;
+    hello.host = "test-host";
+    const std::string message = detail::encode(hello);
+    (void)detail::send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())),
+                           deadline);
+    std::this_thread::sleep_for(100ms);
+    return std::string("left");  // the connection closes here
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 4, init, 3000ms), "b"),
+                                          rank_body(rank_env(2, 4, init, 3000ms), ""), joins_and_leaves},
+                                         20s, {0ms, 100ms, 300ms});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[2].ok) << describe(outcomes[2]);
+  EXPECT_TRUE(
+      test::every_rank_failed_with({outcomes[0], outcomes[1]}, {"rank 1 (local rank 1 on test-host) left"}));
+  EXPECT_LT(took, 2500ms) << "rank 0 should see the connection close, not wait for its timeout";
+}
+
+// Ranks that never join are listed as ranges, so that a large world's error stays short.
+TEST(TcpRendezvousErrors, MissingRanksAreListedAsRanges) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked(
+      {rank_body(rank_env(0, 100000, init, 1000ms), "b"), rank_body(rank_env(5, 100000, init, 1000ms), "")});
+  EXPECT_TRUE(test::every_rank_failed_with(
+      outcomes, {"for ranks 1 to 4 and 6 to 99999 of 100000, which never joined"}));
+  for (const RankOutcome& outcome : outcomes) EXPECT_LT(outcome.text.size(), 1000u) << outcome.text.size();
 }
 
 // A second process claiming rank 1 after the world of two has formed: rank 0 has stopped listening, so

@@ -220,12 +220,10 @@ void OperationOrder::join() {
   if (caller_) {
     DeviceGuard guard(caller_ordinal_);
     stream_wait(*caller_, finished_);
-  } else if (!per_device_.empty()) {
-    std::vector<std::size_t> devices;
-    for (const Entry& e : entries_) devices.push_back(e.range->device);
-    std::sort(devices.begin(), devices.end());
-    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-    for (std::size_t d : devices) {
+  } else {
+    // Every stream of the list, those of devices the operation skipped too (a gather's destination, a
+    // device with nothing registered): each one's later work comes after the whole operation.
+    for (std::size_t d = 0; d < per_device_.size(); ++d) {
       DeviceGuard guard(m_.ordinal(d));
       stream_wait(per_device_[d], finished_);
     }

@@ -408,6 +408,30 @@ TEST_F(MultiGpuStreamOrder, ABroadcastAfterReRegistrationWaitsForAReadOnTheOldSt
   expect_read_before(out, mem, "the broadcast's bytes");
 }
 
+// gather_async with one stream per device: the destination's stream, whose device the gather skips,
+// waits for the gather too (device 1's read held behind a stall on its own stream), as the header says of
+// every stream of the list.
+TEST_F(MultiGpuStreamOrder, TheDestinationsStreamOfAPerDeviceListWaitsForTheGather) {
+  const Stream s0(ordinal(0));
+  const Stream s1(ordinal(1));
+  const std::vector<cudaStream_t> streams{s0.get(), s1.get()};
+  register_pattern(0, kBytes);
+  register_pattern(1, kBytes);
+  DeviceMemory& scratch = allocate(1, kMiB);
+  static_cast<void>(xfer().gather_async(0, streams).get());  // warm: the results' pinned blocks exist
+  s0.synchronize();
+  s1.synchronize();
+  stall(scratch, s1.get());  // device 1's read starts only after this
+  GatherHandle h = xfer().gather_async(0, streams);
+  EXPECT_EQ(cudaStreamQuery(s1.get()), cudaErrorNotReady) << "the stall should still run";
+  EXPECT_EQ(cudaStreamQuery(s0.get()), cudaErrorNotReady) << "device 0's stream did not wait for the gather";
+  s0.synchronize();
+  EXPECT_TRUE(h.ready()) << "device 0's stream returned before the gather finished";
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), device_count() - 1);
+  EXPECT_TRUE(host_matches(out[0].span(), seed(1), 0, "device 1's bytes"));
+}
+
 // Many blocking 4 KiB gathers in a row on a buffer of a user stream, each after the producer rewrote it
 // on that stream without a host wait: each returns that round's bytes (the events seen complete are
 // neither waited for nor asked about again, and a reused event starts unknown).

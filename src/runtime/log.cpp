@@ -1,8 +1,9 @@
 #include "runtime/log.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 
 namespace gpuxfer::detail {
 namespace {
@@ -10,10 +11,10 @@ namespace {
 LogLevel level_from_env() noexcept {
   const char* value = std::getenv("GPUXFER_LOG_LEVEL");
   if (value == nullptr) return LogLevel::warn;
-  const std::string_view v(value);
-  if (v == "error") return LogLevel::error;
-  if (v == "info") return LogLevel::info;
-  if (v == "debug") return LogLevel::debug;
+  if (const auto level = parse_log_level(value)) return *level;
+  std::fprintf(stderr,
+               "gpuxfer WARN: GPUXFER_LOG_LEVEL='%s' is not error, warn, info or debug: warn is used\n",
+               value);
   return LogLevel::warn;
 }
 
@@ -28,6 +29,17 @@ const char* name(LogLevel level) noexcept {
 }
 
 }  // namespace
+
+std::optional<LogLevel> parse_log_level(std::string_view text) noexcept {
+  std::string lower(text.size(), '\0');
+  std::transform(text.begin(), text.end(), lower.begin(),
+                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+  if (lower == "error") return LogLevel::error;
+  if (lower == "warn" || lower == "warning") return LogLevel::warn;
+  if (lower == "info") return LogLevel::info;
+  if (lower == "debug") return LogLevel::debug;
+  return std::nullopt;
+}
 
 bool log_enabled(LogLevel level) noexcept {
   static const LogLevel threshold = level_from_env();

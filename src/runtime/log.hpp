@@ -1,12 +1,17 @@
 // gpuxfer's logger: one line per message on stderr, switched by GPUXFER_LOG_LEVEL (error, warn, info,
-// debug; default warn), read once.
+// debug, in any case; default warn), read once. An unknown value is said once on stderr, and warn used.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace gpuxfer::detail {
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+/// @p text as a level, in any case ("warning" for warn too); nullopt when it is none.
+[[nodiscard]] std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
 
 [[nodiscard]] bool log_enabled(LogLevel level) noexcept;
 void log(LogLevel level, const std::string& message) noexcept;

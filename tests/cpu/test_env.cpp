@@ -11,6 +11,7 @@
 
 #include "common/env.hpp"
 #include "common/expect_error.hpp"
+#include "runtime/log.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -157,4 +158,18 @@ TEST(FromEnv, BadValueNamesTheVariable) {
 }
 
 }  // namespace
+// GPUXFER_LOG_LEVEL in any case, "warning" as warn; anything else is no level (warned about once, and
+// warn used, where the logger reads it).
+TEST(LogLevel, AnyCaseIsALevelAndOtherTextIsNone) {
+  using detail::LogLevel;
+  EXPECT_EQ(detail::parse_log_level("debug"), LogLevel::debug);
+  EXPECT_EQ(detail::parse_log_level("INFO"), LogLevel::info);
+  EXPECT_EQ(detail::parse_log_level("Warning"), LogLevel::warn);
+  EXPECT_EQ(detail::parse_log_level("warn"), LogLevel::warn);
+  EXPECT_EQ(detail::parse_log_level("ERROR"), LogLevel::error);
+  for (const char* bad : {"", "bogus", "3", "info ", "verbose"}) {
+    EXPECT_FALSE(detail::parse_log_level(bad).has_value()) << "'" << bad << "'";
+  }
+}
+
 }  // namespace gpuxfer

@@ -1,8 +1,13 @@
-// Manager(**options): Options::from_env() with the keyword arguments set over it (values given win), then
+// Manager(**options): the keyword arguments, and the environment's variables for the fields not given
+// (values given win; validated once, together), then
 // MultiGpuManager::create with the GIL released. Devices, links, NCCL and the pinned pool's counters.
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -16,9 +21,20 @@
 namespace gpuxfer::python {
 namespace {
 
-constexpr std::array<std::string_view, 9> option_names{
-    "devices",      "min_devices", "enable_peer_access",  "enable_nccl", "pool_limit_bytes", "chunk_bytes",
-    "host_threads", "numa",        "capture_copy_kernels"};
+// Each keyword and the variable of its field (include/gpuxfer/options.hpp's table).
+struct OptionName {
+  std::string_view field;
+  std::string_view variable;
+};
+constexpr std::array<OptionName, 9> option_names{{{"devices", "GPUXFER_DEVICES"},
+                                                  {"min_devices", "GPUXFER_MIN_DEVICES"},
+                                                  {"enable_peer_access", "GPUXFER_PEER_ACCESS"},
+                                                  {"enable_nccl", "GPUXFER_NCCL"},
+                                                  {"pool_limit_bytes", "GPUXFER_POOL_LIMIT"},
+                                                  {"chunk_bytes", "GPUXFER_CHUNK_BYTES"},
+                                                  {"host_threads", "GPUXFER_HOST_THREADS"},
+                                                  {"numa", "GPUXFER_NUMA"},
+                                                  {"capture_copy_kernels", "GPUXFER_CAPTURE_KERNELS"}}};
 
 // Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
 nb::object option_value(std::string_view name, nb::handle value) {
@@ -30,16 +46,28 @@ nb::object option_value(std::string_view name, nb::handle value) {
   return nb::borrow(value);
 }
 
+// The keyword arguments over the defaults, then the environment's variables of the fields not given (read
+// and validated once, with the values given: a variable whose field a keyword sets is not read, and a
+// combination is judged as it will be used).
 Options options_from(const nb::kwargs& kwargs) {
-  nb::object options = nb::cast(Options::from_env());
+  nb::object options = nb::cast(Options{});
+  std::vector<std::string_view> hidden;
   for (auto [key, value] : kwargs) {
     const std::string name = nb::cast<std::string>(key);
-    bool known = false;
-    for (std::string_view n : option_names) known = known || n == name;
-    if (!known) throw nb::type_error(("Manager() got an unexpected keyword argument '" + name + "'").c_str());
+    const auto known = std::find_if(option_names.begin(), option_names.end(),
+                                    [&](const OptionName& n) { return n.field == name; });
+    if (known == option_names.end()) {
+      throw nb::type_error(("Manager() got an unexpected keyword argument '" + name + "'").c_str());
+    }
     nb::setattr(options, name.c_str(), option_value(name, value));
+    hidden.push_back(known->variable);
   }
-  return nb::cast<Options>(options);
+  const EnvLookup environment = [&hidden](std::string_view variable) -> std::optional<std::string> {
+    if (std::find(hidden.begin(), hidden.end(), variable) != hidden.end()) return std::nullopt;
+    const char* value = std::getenv(std::string(variable).c_str());
+    return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+  };
+  return apply_env(nb::cast<Options>(options), environment);
 }
 
 nb::dict pool_stats(const PoolStats& s) {

@@ -44,6 +44,18 @@ def test_keywords_win_over_the_environment(monkeypatch):
     assert gpuxfer.Manager(min_devices=0, capture_copy_kernels=True).options.capture_copy_kernels
 
 
+def test_keywords_and_the_environment_are_validated_together(monkeypatch):
+    # 16 MiB alone is below 4 chunks of the default 8 MiB; with the 4 MiB chunks given it is enough.
+    monkeypatch.setenv("GPUXFER_POOL_LIMIT", "16MiB")
+    m = gpuxfer.Manager(min_devices=0, chunk_bytes="4MiB")
+    assert m.options.pool_limit_bytes == 16 << 20 and m.options.chunk_bytes == 4 << 20
+    # A variable whose field a keyword sets is not read at all.
+    monkeypatch.setenv("GPUXFER_HOST_THREADS", "many")
+    assert gpuxfer.Manager(min_devices=0, chunk_bytes="4MiB", host_threads=2).options.host_threads == 2
+    with pytest.raises(gpuxfer.InvalidOptionError, match="GPUXFER_HOST_THREADS"):
+        gpuxfer.Manager(min_devices=0, chunk_bytes="4MiB")
+
+
 def test_an_unknown_keyword_is_a_type_error():
     with pytest.raises(TypeError, match="unexpected keyword argument 'chunk_size'"):
         gpuxfer.Manager(min_devices=0, chunk_size=1)

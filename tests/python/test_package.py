@@ -41,6 +41,23 @@ def test_stubs_and_py_typed_ship_beside_the_module():
         assert re.search(rf"\b{re.escape(name)}\b", stub), f"{name} missing from __init__.pyi"
 
 
+def test_every_public_name_of_the_stub_exists_in_the_module():
+    # A name a type checker accepts but the module lacks would pass the checker and fail at run time.
+    import ast
+
+    stub = ast.parse((pathlib.Path(gpuxfer.__file__).parent / "__init__.pyi").read_text())
+    names = set()
+    for node in stub.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    missing = sorted(n for n in names if not n.startswith("_") and not hasattr(gpuxfer, n))
+    assert not missing, f"in __init__.pyi but not in the module: {missing}"
+
+
 @pytest.mark.parametrize("code", CODES)
 def test_a_cpp_error_becomes_its_subclass_with_code_and_message(code):
     with pytest.raises(gpuxfer.Error) as caught:

@@ -71,14 +71,18 @@ TEST_F(GpuStreamOrder, AStreamOrderedGatherForksFromAndJoinsTheCallersStream) {
   poison_device(mem.ordinal(), mem.get(), mem.size());
   xfer().set_device_buffer(0, mem.get(), mem.size());
   const Stream caller(mem.ordinal());
+  // The test's own allocations before the slow write: cudaHostAlloc and cudaMalloc may synchronise.
+  PinnedMemory out(kBytes);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  DeviceMemory& back = allocate(0, kBytes);
+  poison_device(back.ordinal(), back.get(), back.size());
   {
     const DeviceGuard guard(mem.ordinal());
     pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, caller.get());
   }
-  PinnedMemory out(kBytes);
-  std::fill(out.span().begin(), out.span().end(), kPoison);
   (void)xfer().gather_into_async(out.span(), caller.get());
-  DeviceMemory& back = allocate(0, kBytes);
+  EXPECT_TRUE(
+      still_running(mem.ordinal(), caller.get(), "the caller's stream once gather_into_async returned"));
   {
     const DeviceGuard guard(mem.ordinal());
     cuda_check(cudaMemcpyAsync(back.get(), out.data(), kBytes, cudaMemcpyHostToDevice, caller.get()),
@@ -106,15 +110,22 @@ TEST_F(GpuStreamOrder, ABroadcastWaitsForAGatherStillReadingItsTarget) {
   EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
 }
 
-// Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream.
+// Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream. The source
+// is registered with an idle stream of its own, so that only the output's order can make the gather wait.
 TEST_F(GpuStreamOrder, GatherToDeviceWritesItsOutputAfterTheLegacyStreamsWork) {
-  register_pattern(0, kBytes);
+  DeviceMemory& src = allocate(0, kBytes);
+  fill_device(src.ordinal(), src.get(), src.size(), seed(0));
+  const Stream idle(src.ordinal());
+  xfer().set_device_buffer(0, src.get(), src.size(), idle.get());
   DeviceMemory& out = allocate(0, kBytes);
+  (void)xfer().gather_to_device(0, out.get(), out.size());  // once first: nothing of its set-up in the window
+  poison_device(out.ordinal(), out.get(), out.size());
   {
     const DeviceGuard guard(out.ordinal());
     // A slow write of poison-like bytes: the gather must land after it, not under it.
     pattern::fill_device_slow(out.get(), out.size(), other_seed(0), kSpinNs, cudaStreamLegacy);
   }
+  ASSERT_TRUE(still_running(out.ordinal(), cudaStreamLegacy, "the legacy stream before gather_to_device"));
   (void)xfer().gather_to_device(0, out.get(), out.size());
   {
     const DeviceGuard guard(out.ordinal());

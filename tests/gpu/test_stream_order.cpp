@@ -29,10 +29,14 @@ TEST_F(GpuStreamOrder, AnOperationWaitsForWorkQueuedOnTheRegisteringStreamAfterR
   poison_device(mem.ordinal(), mem.get(), mem.size());
   const Stream producer(mem.ordinal());
   xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  // Once first (of the poison), so that the pool holds the results' block: a first cudaHostAlloc could
+  // synchronise the device under the gather, and the block it leaves holds poison.
+  (void)xfer().gather_all();
   {
     const DeviceGuard guard(mem.ordinal());
     pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, producer.get());
   }
+  ASSERT_TRUE(still_running(mem.ordinal(), producer.get(), "the producer before gather_all"));
   const auto out = xfer().gather_all();
   ASSERT_EQ(out.size(), 1U);
   EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all after the producer's later write"));
@@ -100,10 +104,15 @@ TEST_F(GpuStreamOrder, ABroadcastWaitsForAGatherStillReadingItsTarget) {
   DeviceMemory& scratch = allocate(0, kMiB);
   const Stream caller(mem.ordinal());
   PinnedMemory out(kBytes);
+  const auto data = pattern_bytes(kBytes, other_seed(0));  // before the stall: only the calls run inside it
+  // The broadcast once first, so that the pool holds its staging (a first cudaHostAlloc could synchronise
+  // the device under it); then the buffer holds seed(0)'s bytes again.
+  xfer().broadcast(data);
+  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
   std::fill(out.span().begin(), out.span().end(), kPoison);
   stall(scratch, caller.get());
   (void)xfer().gather_into_async(out.span(), caller.get());
-  const auto data = pattern_bytes(kBytes, other_seed(0));
+  ASSERT_TRUE(still_running(mem.ordinal(), caller.get(), "the gather's stream before the broadcast"));
   xfer().broadcast(data);  // writes the buffer the gather has not read yet
   caller.synchronize();
   EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gather's bytes: before the broadcast"));

@@ -451,15 +451,33 @@ TEST_F(GpuStreamOrder, BackToBackSmallGathersSeeEachRoundsWrite) {
   }
 }
 
-// Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0.
+// Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0. The copy's read
+// waits behind a stall on the registering stream while the upload stages its first chunks on the host and
+// queues them: without the order they would land before the read, or under it.
 TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
-  DeviceMemory& src = register_pattern(0, 256 * kMiB);
-  DeviceMemory& dst = allocate(1, 256 * kMiB);
-  poison_device(dst.ordinal(), dst.get(), dst.size());
+  const Stream producer(ordinal(0));
+  DeviceMemory& src = register_on(producer);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  DeviceMemory& dst = allocate(1, kBytes);
   xfer().set_device_buffer(1, dst.get(), dst.size());
-  TransferHandle h = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
   const auto other = pattern_bytes(src.size(), other_seed(0));
-  xfer().copy_buffer(0, 0, other);
+  // The same two calls once first, so that the pool holds the copy's and the upload's staging at once (a
+  // first cudaHostAlloc could synchronise the device under them); then device 0 holds seed(0) again.
+  {
+    TransferHandle warm = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
+    xfer().copy_buffer(0, 0, other);
+    warm.wait();
+  }
+  {
+    const DeviceGuard guard(src.ordinal());
+    pattern::fill_device(src.get(), src.size(), seed(0), 0, producer.get());
+  }
+  producer.synchronize();
+  poison_device(dst.ordinal(), dst.get(), dst.size());
+  stall(scratch, producer.get());  // the copy's read waits behind this
+  TransferHandle h = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
+  ASSERT_TRUE(still_running(src.ordinal(), producer.get(), "the registering stream before the upload"));
+  xfer().copy_buffer(0, 0, other);  // must wait for the copy's read
   h.wait();
   EXPECT_TRUE(
       device_matches(dst.ordinal(), dst.get(), dst.size(), seed(0), 0, "device 1: the old bytes of 0"));
@@ -467,17 +485,42 @@ TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
       device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
 }
 
-// Issue 10 (b): a broadcast queued right behind a gather that reads its targets.
+// Issue 10 (b): a broadcast queued right behind a gather handle that reads one of its targets (device 1's
+// buffer, read on its stalled registering stream): the gather gets the old bytes, then every device the
+// broadcast's.
 TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherHandleStillReading) {
-  register_pattern(0, 256 * kMiB);
-  register_pattern(1, 256 * kMiB);
-  GatherHandle h = xfer().gather(0);
-  const auto other = pattern_bytes(256 * kMiB, other_seed(0));
-  xfer().broadcast(other);
+  const Stream producer(ordinal(1));
+  DeviceMemory& zero = register_pattern(0, kBytes);
+  DeviceMemory& one = allocate(1, kBytes);
+  DeviceMemory& scratch = allocate(1, kMiB);
+  poison_device(one.ordinal(), one.get(), one.size());
+  xfer().set_device_buffer(1, one.get(), one.size(), producer.get());
+  const auto other = pattern_bytes(kBytes, other_seed(0));
+  // The same two calls once first (of the poison), so that the pool holds the gather's result and the
+  // broadcast's staging at once; then device 1 holds seed(1)'s bytes, device 0 seed(0)'s again.
+  {
+    GatherHandle warm = xfer().gather(0);
+    xfer().broadcast(other);
+    (void)warm.get();
+  }
+  fill_device(zero.ordinal(), zero.get(), zero.size(), seed(0));
+  {
+    const DeviceGuard guard(one.ordinal());
+    pattern::fill_device(one.get(), one.size(), seed(1), 0, producer.get());
+  }
+  producer.synchronize();
+  stall(scratch, producer.get());
+  GatherHandle h = xfer().gather(0);  // device 1's buffer, on the stalled producer's stream
+  ASSERT_TRUE(still_running(one.ordinal(), producer.get(), "the registering stream before the broadcast"));
+  xfer().broadcast(other);  // writes the buffer the gather has not read yet
   const auto out = h.get();
-  ASSERT_EQ(out.size(), 1U);
+  ASSERT_EQ(out.size(), device_count() - 1);
   EXPECT_TRUE(
       host_matches(out[0].span(), seed(1), 0, "the gather's bytes of device 1: before the broadcast"));
+  EXPECT_TRUE(device_matches(zero.ordinal(), zero.get(), kBytes, other_seed(0), 0,
+                             "the broadcast's bytes, device 0"));
+  EXPECT_TRUE(
+      device_matches(one.ordinal(), one.get(), kBytes, other_seed(0), 0, "the broadcast's bytes, device 1"));
 }
 
 }  // namespace

@@ -217,14 +217,22 @@ TEST_F(GpuStreamOrder, PerDeviceStreamsForkAndJoinPerDevice) {
 TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
   DeviceMemory& mem = register_pattern(0, 3 * kMiB + 17);
   const Stream caller(ordinal(0));
-  const auto handle = xfer().gather_async(0, caller.get());  // one device: skips it, nothing to read
   PinnedMemory pinned(mem.size());
+  std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
+  DeviceMemory& dev_out = allocate(0, mem.size());
+  poison_device(dev_out.ordinal(), dev_out.get(), dev_out.size());
+  GatherHandle handle = xfer().gather_async(0, caller.get());  // skips device 0, the one registered
   (void)xfer().gather_into_async(pinned.span(), caller.get());
   std::vector<std::byte> pageable(mem.size(), kPoison);
   (void)xfer().gather_into_async(pageable, caller.get());
-  DeviceMemory& dev_out = allocate(0, mem.size());
   (void)xfer().gather_to_device_async(0, dev_out.get(), dev_out.size(), caller.get());
   caller.synchronize();
+  const std::vector<HostBuffer> skipped = handle.get();
+  ASSERT_EQ(skipped.size(), device_count() - 1) << "gather_async(0): one result per other device";
+  for (std::size_t j = 0; j < skipped.size(); ++j) {
+    EXPECT_TRUE(skipped[j].empty()) << "gather_async(0): device " << j + 1 << " has no buffer, yet "
+                                    << skipped[j].size() << " bytes";
+  }
   EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "gather_into_async, pinned"));
   EXPECT_TRUE(host_matches(pageable, seed(0), 0, "gather_into_async, pageable"));
   EXPECT_TRUE(

@@ -212,6 +212,14 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
                                        << ") where nothing should have been";
 }
 
+::testing::AssertionResult still_running(int ordinal, cudaStream_t stream, std::string_view what) {
+  const DeviceGuard guard(ordinal);
+  const cudaError_t state = cudaStreamQuery(stream);
+  if (state == cudaErrorNotReady) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": the stream's earlier work had already finished ("
+                                       << cudaGetErrorName(state) << "), so the race was never open";
+}
+
 std::string failures(const std::vector<std::string>& errors) {
   std::string text;
   for (const std::string& e : errors) text += "\n  " + e;

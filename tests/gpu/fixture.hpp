@@ -121,6 +121,11 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes);
                                                     const std::vector<GatherPiece>& expected);
 /// Every byte of @p data is kPoison (memory no transfer should have touched).
 ::testing::AssertionResult host_is_poison(std::span<const std::byte> data, std::string_view what);
+/// @p stream of CUDA device @p ordinal still has work to run (cudaStreamQuery says not ready): a race test
+/// asserts it right before a blocking call, or right after a stream-ordered one returned, to show that the
+/// call ran inside the window its slow producer opened. A first cudaHostAlloc of the pool, an NCCL set-up
+/// or an allocation of the test itself would otherwise close the window unseen (each may synchronise).
+::testing::AssertionResult still_running(int ordinal, cudaStream_t stream, std::string_view what);
 
 /// A test with a MultiGpuManager (min_devices 0) and an InterGpuTransfer. Skips with the CUDA reason
 /// when there is no device, and with "needs N GPUs, found M" when a subclass needs more.

@@ -305,9 +305,10 @@ class TestRelaxed {
 // counts unsafe from any other thread fails and invalidates that capture. Another thread runs every kind
 // of operation meanwhile: the first leases of the pinned pool, blocking gathers into pinned, pageable and
 // registered memory, a pageable broadcast, a handle polled and waited for, gather_to_device, a
-// stream-ordered gather, gather_slices, a manager and a transfer made and dropped, and (with 2 devices) a
-// staged copy; every one must succeed with the right bytes, and the capture (a producer kernel) must end
-// intact and replay. Each step's failure is collected, so one run names them all.
+// stream-ordered gather, gather_slices, (with 2 devices) a staged copy whose bytes a gather then finds on
+// device 1, a manager and a transfer made and dropped; every one must succeed with the right bytes, and the
+// capture (a producer kernel) must end intact and replay. Each step's failure is collected, so one run names
+// them all.
 TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   const std::size_t n = device_count();
   for (std::size_t i = 0; i < n; ++i) register_pattern(i, kBytes);
@@ -316,16 +317,18 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
   const Stream theirs(ordinal(0));
   DeviceMemory& target = allocate(0, kBytes);
   DeviceMemory& on_device = allocate(0, n * kBytes);  // gather_to_device's output, counted after the capture
+  poison_device(on_device.ordinal(), on_device.get(), on_device.size());
   bool gathered_on_device = false;
   PinnedMemory pinned(n * kBytes);  // CUDA allocations of the test itself: all before the capture
   std::vector<std::byte> pageable(n * kBytes);
   std::vector<std::byte> registered(n * kBytes);
   const std::vector<std::byte> sent = pattern_bytes(kBytes, other_seed(0));
   std::vector<std::string> failures;
+  bool copied = false;          // device 1's buffer holds device 0's bytes, seed(0), after the staged copy
   bool broadcast_done = false;  // the buffers hold seed(i) before it, other_seed(0) after
   // Device @p i's bytes of @p out, expected in full.
   const auto want = [&](std::span<const std::byte> piece, std::size_t i, const std::string& what) {
-    const std::uint64_t s = broadcast_done ? other_seed(0) : seed(i);
+    const std::uint64_t s = broadcast_done ? other_seed(0) : seed(copied && i == 1 ? 0 : i);
     const auto same = host_matches(piece, s, 0, what + ", device " + std::to_string(i));
     if (!same) failures.push_back(same.message());
   };
@@ -375,6 +378,13 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
       (void)xfer().gather_slices(slices, pageable);
       want_all(pageable, "gather_slices");
     });
+    if (n >= 2) {
+      step("copy_device_buffer 0 -> 1, staged", [&] {
+        xfer().copy_device_buffer(0, 1, CopyPath::staged);
+        copied = true;
+        gathered_into(pageable, "gather_into after the staged copy");
+      });
+    }
     step("broadcast from pageable memory", [&] {
       xfer().broadcast(sent);
       broadcast_done = true;
@@ -387,12 +397,6 @@ TEST_F(GpuCapture, OperationsOnAnotherThreadLeaveAGlobalModeCaptureIntact) {
       (void)fresh.gather_into(pageable);
       want_all(pageable, "a fresh transfer's gather_into");
     });
-    if (n >= 2) {
-      step("copy_device_buffer 0 -> 1, staged", [&] {
-        xfer().copy_device_buffer(0, 1, CopyPath::staged);
-        gathered_into(pageable, "gather_into after the staged copy");
-      });
-    }
     // Last: the test's own wait relaxes this thread through the runtime, which makes a context current on
     // it, and the steps before run on a thread that has none, as a fresh application thread.
     step("gather_into_async on the thread's stream", [&] {

@@ -60,8 +60,9 @@ TEST_F(GpuNuma, EveryPageOfANodeLeaseIsOnThatNode) {
   EXPECT_EQ(elsewhere, 0u) << "first page elsewhere reported " << first_wrong;
   // The block DMAs like any pinned memory.
   register_pattern(0, bytes);
+  std::fill(block.span().begin(), block.span().end(), kPoison);
   const std::vector<GatherPiece> pieces = xfer().gather_into(block.span());
-  ASSERT_EQ(pieces.size(), device_count());
+  EXPECT_TRUE(pieces_are_concatenation(pieces, {{0, 0, bytes}}));
   EXPECT_TRUE(host_matches(block.span().first(bytes), seed(0), 0, "gather_into a node lease"));
 }
 
@@ -70,8 +71,12 @@ TEST_F(GpuNuma, PageablePathsDeliverEveryByte) {
   for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, bytes);
   std::vector<std::byte> out(bytes * device_count(), kPoison);
   const std::vector<GatherPiece> pieces = xfer().gather_into(out);
-  for (const GatherPiece& p : pieces) {
-    EXPECT_TRUE(host_matches(std::span(out).subspan(p.offset, p.size), seed(p.device), 0, "pageable gather_into"));
+  std::vector<GatherPiece> expected;
+  for (std::size_t i = 0; i < device_count(); ++i) expected.push_back({i, 0, bytes});
+  EXPECT_TRUE(pieces_are_concatenation(pieces, expected));
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    EXPECT_TRUE(host_matches(std::span(out).subspan(i * bytes, bytes), seed(i), 0,
+                             "pageable gather_into, device " + std::to_string(i)));
   }
   const std::vector<std::byte> data = pattern_bytes(bytes, other_seed(0));
   xfer().broadcast(data);
@@ -82,9 +87,17 @@ TEST_F(GpuNuma, PageablePathsDeliverEveryByte) {
   const DeviceSlice slice{0, memory_[0].get(), bytes};
   ASSERT_EQ(xfer().gather_slices(std::span(&slice, 1), slices_out), bytes);
   EXPECT_TRUE(host_matches(slices_out, other_seed(0), 0, "pageable gather_slices"));
+  // New bytes on every device first: gather_slices left the broadcast's in a pool block of this size.
+  for (std::size_t i = 0; i < device_count(); ++i)
+    fill_device(ordinal(i), memory_[i].get(), bytes, other_seed(1 + i));
   {
     const std::vector<HostBuffer> all = xfer().gather_all();
-    for (const HostBuffer& b : all) EXPECT_TRUE(host_matches(b.span(), other_seed(0), 0, "gather_all into node leases"));
+    ASSERT_EQ(all.size(), device_count());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(all[i].size(), bytes) << "gather_all into node leases, device " << i;
+      EXPECT_TRUE(host_matches(all[i].span(), other_seed(1 + i), 0,
+                               "gather_all into node leases, device " + std::to_string(i)));
+    }
   }
   EXPECT_EQ(manager().pinned_pool().stats().in_use, 0u);
 }

@@ -29,10 +29,14 @@ TEST_F(GpuStreamOrder, AnOperationWaitsForWorkQueuedOnTheRegisteringStreamAfterR
   poison_device(mem.ordinal(), mem.get(), mem.size());
   const Stream producer(mem.ordinal());
   xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  // Once first (of the poison), so that the pool holds the results' block: a first cudaHostAlloc could
+  // synchronise the device under the gather, and the block it leaves holds poison.
+  (void)xfer().gather_all();
   {
     const DeviceGuard guard(mem.ordinal());
     pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, producer.get());
   }
+  ASSERT_TRUE(still_running(mem.ordinal(), producer.get(), "the producer before gather_all"));
   const auto out = xfer().gather_all();
   ASSERT_EQ(out.size(), 1U);
   EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "gather_all after the producer's later write"));
@@ -71,14 +75,18 @@ TEST_F(GpuStreamOrder, AStreamOrderedGatherForksFromAndJoinsTheCallersStream) {
   poison_device(mem.ordinal(), mem.get(), mem.size());
   xfer().set_device_buffer(0, mem.get(), mem.size());
   const Stream caller(mem.ordinal());
+  // The test's own allocations before the slow write: cudaHostAlloc and cudaMalloc may synchronise.
+  PinnedMemory out(kBytes);
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  DeviceMemory& back = allocate(0, kBytes);
+  poison_device(back.ordinal(), back.get(), back.size());
   {
     const DeviceGuard guard(mem.ordinal());
     pattern::fill_device_slow(mem.get(), mem.size(), seed(0), kSpinNs, caller.get());
   }
-  PinnedMemory out(kBytes);
-  std::fill(out.span().begin(), out.span().end(), kPoison);
   (void)xfer().gather_into_async(out.span(), caller.get());
-  DeviceMemory& back = allocate(0, kBytes);
+  EXPECT_TRUE(
+      still_running(mem.ordinal(), caller.get(), "the caller's stream once gather_into_async returned"));
   {
     const DeviceGuard guard(mem.ordinal());
     cuda_check(cudaMemcpyAsync(back.get(), out.data(), kBytes, cudaMemcpyHostToDevice, caller.get()),
@@ -96,25 +104,37 @@ TEST_F(GpuStreamOrder, ABroadcastWaitsForAGatherStillReadingItsTarget) {
   DeviceMemory& scratch = allocate(0, kMiB);
   const Stream caller(mem.ordinal());
   PinnedMemory out(kBytes);
+  const auto data = pattern_bytes(kBytes, other_seed(0));  // before the stall: only the calls run inside it
+  // The broadcast once first, so that the pool holds its staging (a first cudaHostAlloc could synchronise
+  // the device under it); then the buffer holds seed(0)'s bytes again.
+  xfer().broadcast(data);
+  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
   std::fill(out.span().begin(), out.span().end(), kPoison);
   stall(scratch, caller.get());
   (void)xfer().gather_into_async(out.span(), caller.get());
-  const auto data = pattern_bytes(kBytes, other_seed(0));
+  ASSERT_TRUE(still_running(mem.ordinal(), caller.get(), "the gather's stream before the broadcast"));
   xfer().broadcast(data);  // writes the buffer the gather has not read yet
   caller.synchronize();
   EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gather's bytes: before the broadcast"));
   EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
 }
 
-// Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream.
+// Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream. The source
+// is registered with an idle stream of its own, so that only the output's order can make the gather wait.
 TEST_F(GpuStreamOrder, GatherToDeviceWritesItsOutputAfterTheLegacyStreamsWork) {
-  register_pattern(0, kBytes);
+  DeviceMemory& src = allocate(0, kBytes);
+  fill_device(src.ordinal(), src.get(), src.size(), seed(0));
+  const Stream idle(src.ordinal());
+  xfer().set_device_buffer(0, src.get(), src.size(), idle.get());
   DeviceMemory& out = allocate(0, kBytes);
+  (void)xfer().gather_to_device(0, out.get(), out.size());  // once first: nothing of its set-up in the window
+  poison_device(out.ordinal(), out.get(), out.size());
   {
     const DeviceGuard guard(out.ordinal());
     // A slow write of poison-like bytes: the gather must land after it, not under it.
     pattern::fill_device_slow(out.get(), out.size(), other_seed(0), kSpinNs, cudaStreamLegacy);
   }
+  ASSERT_TRUE(still_running(out.ordinal(), cudaStreamLegacy, "the legacy stream before gather_to_device"));
   (void)xfer().gather_to_device(0, out.get(), out.size());
   {
     const DeviceGuard guard(out.ordinal());
@@ -197,14 +217,22 @@ TEST_F(GpuStreamOrder, PerDeviceStreamsForkAndJoinPerDevice) {
 TEST_F(GpuStreamOrder, EveryStreamOrderedFormMovesTheRightBytes) {
   DeviceMemory& mem = register_pattern(0, 3 * kMiB + 17);
   const Stream caller(ordinal(0));
-  const auto handle = xfer().gather_async(0, caller.get());  // one device: skips it, nothing to read
   PinnedMemory pinned(mem.size());
+  std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
+  DeviceMemory& dev_out = allocate(0, mem.size());
+  poison_device(dev_out.ordinal(), dev_out.get(), dev_out.size());
+  GatherHandle handle = xfer().gather_async(0, caller.get());  // skips device 0, the one registered
   (void)xfer().gather_into_async(pinned.span(), caller.get());
   std::vector<std::byte> pageable(mem.size(), kPoison);
   (void)xfer().gather_into_async(pageable, caller.get());
-  DeviceMemory& dev_out = allocate(0, mem.size());
   (void)xfer().gather_to_device_async(0, dev_out.get(), dev_out.size(), caller.get());
   caller.synchronize();
+  const std::vector<HostBuffer> skipped = handle.get();
+  ASSERT_EQ(skipped.size(), device_count() - 1) << "gather_async(0): one result per other device";
+  for (std::size_t j = 0; j < skipped.size(); ++j) {
+    EXPECT_TRUE(skipped[j].empty()) << "gather_async(0): device " << j + 1 << " has no buffer, yet "
+                                    << skipped[j].size() << " bytes";
+  }
   EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "gather_into_async, pinned"));
   EXPECT_TRUE(host_matches(pageable, seed(0), 0, "gather_into_async, pageable"));
   EXPECT_TRUE(
@@ -455,15 +483,33 @@ TEST_F(GpuStreamOrder, BackToBackSmallGathersSeeEachRoundsWrite) {
   }
 }
 
-// Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0.
+// Issue 10 (a): a write into device 0 queued behind a staged copy still reading device 0. The copy's read
+// waits behind a stall on the registering stream while the upload stages its first chunks on the host and
+// queues them: without the order they would land before the read, or under it.
 TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
-  DeviceMemory& src = register_pattern(0, 256 * kMiB);
-  DeviceMemory& dst = allocate(1, 256 * kMiB);
-  poison_device(dst.ordinal(), dst.get(), dst.size());
+  const Stream producer(ordinal(0));
+  DeviceMemory& src = register_on(producer);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  DeviceMemory& dst = allocate(1, kBytes);
   xfer().set_device_buffer(1, dst.get(), dst.size());
-  TransferHandle h = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
   const auto other = pattern_bytes(src.size(), other_seed(0));
-  xfer().copy_buffer(0, 0, other);
+  // The same two calls once first, so that the pool holds the copy's and the upload's staging at once (a
+  // first cudaHostAlloc could synchronise the device under them); then device 0 holds seed(0) again.
+  {
+    TransferHandle warm = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
+    xfer().copy_buffer(0, 0, other);
+    warm.wait();
+  }
+  {
+    const DeviceGuard guard(src.ordinal());
+    pattern::fill_device(src.get(), src.size(), seed(0), 0, producer.get());
+  }
+  producer.synchronize();
+  poison_device(dst.ordinal(), dst.get(), dst.size());
+  stall(scratch, producer.get());  // the copy's read waits behind this
+  TransferHandle h = xfer().copy_device_buffer_async(0, 1, CopyPath::staged);
+  ASSERT_TRUE(still_running(src.ordinal(), producer.get(), "the registering stream before the upload"));
+  xfer().copy_buffer(0, 0, other);  // must wait for the copy's read
   h.wait();
   EXPECT_TRUE(
       device_matches(dst.ordinal(), dst.get(), dst.size(), seed(0), 0, "device 1: the old bytes of 0"));
@@ -471,17 +517,42 @@ TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
       device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
 }
 
-// Issue 10 (b): a broadcast queued right behind a gather that reads its targets.
+// Issue 10 (b): a broadcast queued right behind a gather handle that reads one of its targets (device 1's
+// buffer, read on its stalled registering stream): the gather gets the old bytes, then every device the
+// broadcast's.
 TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherHandleStillReading) {
-  register_pattern(0, 256 * kMiB);
-  register_pattern(1, 256 * kMiB);
-  GatherHandle h = xfer().gather(0);
-  const auto other = pattern_bytes(256 * kMiB, other_seed(0));
-  xfer().broadcast(other);
+  const Stream producer(ordinal(1));
+  DeviceMemory& zero = register_pattern(0, kBytes);
+  DeviceMemory& one = allocate(1, kBytes);
+  DeviceMemory& scratch = allocate(1, kMiB);
+  poison_device(one.ordinal(), one.get(), one.size());
+  xfer().set_device_buffer(1, one.get(), one.size(), producer.get());
+  const auto other = pattern_bytes(kBytes, other_seed(0));
+  // The same two calls once first (of the poison), so that the pool holds the gather's result and the
+  // broadcast's staging at once; then device 1 holds seed(1)'s bytes, device 0 seed(0)'s again.
+  {
+    GatherHandle warm = xfer().gather(0);
+    xfer().broadcast(other);
+    (void)warm.get();
+  }
+  fill_device(zero.ordinal(), zero.get(), zero.size(), seed(0));
+  {
+    const DeviceGuard guard(one.ordinal());
+    pattern::fill_device(one.get(), one.size(), seed(1), 0, producer.get());
+  }
+  producer.synchronize();
+  stall(scratch, producer.get());
+  GatherHandle h = xfer().gather(0);  // device 1's buffer, on the stalled producer's stream
+  ASSERT_TRUE(still_running(one.ordinal(), producer.get(), "the registering stream before the broadcast"));
+  xfer().broadcast(other);  // writes the buffer the gather has not read yet
   const auto out = h.get();
-  ASSERT_EQ(out.size(), 1U);
+  ASSERT_EQ(out.size(), device_count() - 1);
   EXPECT_TRUE(
       host_matches(out[0].span(), seed(1), 0, "the gather's bytes of device 1: before the broadcast"));
+  EXPECT_TRUE(device_matches(zero.ordinal(), zero.get(), kBytes, other_seed(0), 0,
+                             "the broadcast's bytes, device 0"));
+  EXPECT_TRUE(
+      device_matches(one.ordinal(), one.get(), kBytes, other_seed(0), 0, "the broadcast's bytes, device 1"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A few threads at once (the long stress test lives elsewhere): shared engine readers, separate
 // engines on one manager writing, and a registration racing a gather (one consistent snapshot).
 #include <atomic>
+#include <barrier>
 #include <mutex>
 
 #include "gpu/fixture.hpp"
@@ -14,29 +15,82 @@ constexpr int kRounds = 6;
 using GpuThreads = SmallChunks<GpuTest>;
 using MultiGpuThreads = SmallChunks<MultiGpuTest>;
 
+// Each round the threads gather at once; between rounds the sources are rewritten with the next round's
+// seeds, so that a result block the pool hands out again holds another round's bytes. Each result is also
+// poisoned before it goes back, so that a gather of the same round cannot find its bytes there either.
 TEST_F(GpuThreads, ConcurrentGathersOfOneEngine) {
-  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, 8 * kMiB + 1 + i);
-  std::atomic<std::size_t> bad{0};
-  const auto errors = run_threads(kThreads, [&](std::size_t t) {
-    for (int round = 0; round < kRounds; ++round) {
-      std::vector<HostBuffer> out;
-      std::vector<std::byte> into;
-      if ((t + static_cast<std::size_t>(round)) % 2 == 0) {
-        out = xfer().gather_all();
-        for (std::size_t i = 0; i < out.size(); ++i) {
-          if (out[i].size() != 8 * kMiB + 1 + i) ++bad;
-          bad += pattern::count_mismatches_host(out[i].span(), seed(i));
-        }
-      } else {
-        into.resize(device_count() * (8 * kMiB + 1 + device_count()));
-        for (const GatherPiece& p : xfer().gather_into(into)) {
-          bad += pattern::count_mismatches_host(std::span(into).subspan(p.offset, p.size), seed(p.device));
-        }
+  const auto size_of = [](std::size_t i) { return 8 * kMiB + 1 + i; };
+  const auto round_seed = [&](int round, std::size_t i) {
+    return other_seed(static_cast<std::uint64_t>(round) * device_count() + i);
+  };
+  std::vector<DeviceMemory*> memory;
+  std::vector<GatherPiece> expected;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    memory.push_back(&register_pattern(i, size_of(i), round_seed(0, i)));
+    expected.push_back({i, 0, size_of(i)});
+    total += size_of(i);
+  }
+  std::mutex mutex;
+  std::vector<std::string> wrong;
+  const auto record = [&](const std::string& what) {
+    const std::lock_guard lock(mutex);
+    wrong.push_back(what);
+  };
+  std::atomic<int> rounds_done{0};
+  std::barrier next_round(static_cast<std::ptrdiff_t>(kThreads), [&]() noexcept {
+    const int next = rounds_done.load() + 1;
+    try {
+      for (std::size_t i = 0; i < memory.size() && next < kRounds; ++i) {
+        fill_device(memory[i]->ordinal(), memory[i]->get(), memory[i]->size(), round_seed(next, i));
       }
+    } catch (const std::exception& e) {
+      record(std::string("refilling the sources: ") + e.what());
+    }
+    rounds_done = next;
+  });
+  const auto errors = run_threads(kThreads, [&](std::size_t t) {
+    try {
+      for (int r = 0; r < kRounds; ++r) {
+        const std::string who = "thread " + std::to_string(t) + " round " + std::to_string(r);
+        if ((t + static_cast<std::size_t>(r)) % 2 == 0) {
+          std::vector<HostBuffer> out = xfer().gather_all();
+          if (out.size() != device_count())
+            record(who + ": gather_all gave " + std::to_string(out.size()) + " buffers");
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            const std::string what = who + ": gather_all, device " + std::to_string(i);
+            if (out[i].size() != size_of(i)) {
+              record(what + ": " + std::to_string(out[i].size()) + " bytes");
+            } else if (const auto same = host_matches(out[i].span(), round_seed(r, i), 0, what); !same) {
+              record(same.message());
+            }
+            std::fill(out[i].span().begin(), out[i].span().end(), kPoison);
+          }
+        } else {
+          std::vector<std::byte> into(total + 4096, kPoison);
+          const std::vector<GatherPiece> pieces = xfer().gather_into(into);
+          if (const auto same = pieces_are_concatenation(pieces, expected); !same)
+            record(who + ": gather_into: " + same.message());
+          for (std::size_t i = 0, at = 0; i < device_count(); at += size_of(i), ++i) {
+            const auto same = host_matches(std::span(into).subspan(at, size_of(i)), round_seed(r, i), 0,
+                                           who + ": gather_into, device " + std::to_string(i));
+            if (!same) record(same.message());
+          }
+          if (const auto tail =
+                  host_is_poison(std::span(into).subspan(total), who + ": gather_into past the data");
+              !tail)
+            record(tail.message());
+        }
+        next_round.arrive_and_wait();
+      }
+    } catch (...) {
+      next_round.arrive_and_drop();  // the others' rounds go on without this thread
+      throw;
     }
   });
   EXPECT_TRUE(errors.empty()) << failures(errors);
-  EXPECT_EQ(bad.load(), 0u) << "bytes wrong across all threads";
+  EXPECT_TRUE(wrong.empty()) << failures(wrong);
+  EXPECT_EQ(rounds_done.load(), kRounds) << "rounds completed";
 }
 
 // Each thread owns an engine and buffers on every device, and broadcasts then gathers its own data.
@@ -55,6 +109,12 @@ TEST_F(GpuThreads, SeparateEnginesBroadcastAndGatherAtOnce) {
       const auto data = pattern_bytes(6 * kMiB - static_cast<std::size_t>(round), data_seed);
       engine.broadcast(data, round % 2 == 0 ? HostBroadcastPath::automatic : HostBroadcastPath::per_device);
       const auto out = engine.gather_all();
+      if (out.size() != device_count()) {
+        const std::lock_guard lock(mutex);
+        wrong.push_back("thread " + std::to_string(t) + " round " + std::to_string(round) +
+                        ": gather_all gave " + std::to_string(out.size()) + " buffers for " +
+                        std::to_string(device_count()) + " devices");
+      }
       for (std::size_t i = 0; i < out.size(); ++i) {
         const std::size_t n = pattern::count_mismatches_host(out[i].span().first(data.size()), data_seed);
         if (n != 0) {

@@ -2,8 +2,9 @@
 //   ops              every operation, stream-ordered (then synchronize) and blocking, sizes 0, 1, 4099 and
 //                    1 MiB + 7 (gather and gather_to_host: different sizes per rank too, 0 among them;
 //                    broadcast_from_host from pageable and pinned host memory, and a recv too small refused
-//                    on every rank; the stream-ordered host operations behind a slow producer on their
-//                    stream, gather_to_host_async with a write queued right behind it), every byte compared;
+//                    on every rank; the host operations behind a slow producer on their stream, the
+//                    legacy default stream for the blocking forms, gather_to_host_async with a write queued
+//                    right behind it), every byte compared;
 //                    gather_to_host's reused segments (results of two calls alive at once apart, a later
 //                    call's in the same memory once they are dropped, results still right after the
 //                    communicator is gone, no /dev/shm segment left after them); prints "rank R of N: no
@@ -57,7 +58,6 @@ using gpuxfer::Communicator;
 using gpuxfer::testing::DeviceMemory;
 using gpuxfer::testing::cuda_check;
 constexpr std::byte poison{0xA5};
-constexpr std::uint64_t slow_ns = 2'000'000;   ///< a slow producer's spin: 2 ms
 constexpr std::uint64_t long_ns = 50'000'000;  ///< a producer far slower than a call's host part: 50 ms
 
 std::uint64_t seed_of(int rank, std::size_t bytes) { return gpuxfer::pattern::seed_for(bytes + 17, rank); }
@@ -147,8 +147,8 @@ struct Checker {
   }
 
   // gather_to_host: on the root one HostBuffer per rank holding exactly that rank's bytes, elsewhere none.
-  // Blocking: the send buffer is filled on the legacy default stream just before (cudaMemcpyAsync, not
-  // waited): the gather must start after it. Stream-ordered: a producer of 50 ms writes it on @p stream
+  // Blocking: the send buffer is written on the legacy default stream just before by a producer of 50 ms
+  // (not waited): the gather must start after it. Stream-ordered: a producer of 50 ms writes it on @p stream
   // (on the other ranks only: the root's stream must wait for theirs) and a poison is queued right behind
   // the call there: the gather must read after the one, before the other, and return before the producer
   // is done. Each call's bytes differ, so that a reused segment cannot hold them already.
@@ -168,9 +168,9 @@ struct Checker {
       if (mine > 0) cuda_check(cudaMemsetAsync(send.get(), static_cast<int>(poison), mine, stream), "poison");
       comm.synchronize(stream);
     } else {
-      std::vector<std::byte> host(mine);
-      gpuxfer::pattern::fill_host(host, seed(comm.rank(), mine) + salt);
-      if (mine > 0) cuda_check(cudaMemcpyAsync(send.get(), host.data(), mine, cudaMemcpyHostToDevice, 0), "fill");
+      // A kernel, not a copy from pageable memory, which may wait on the host for the stream's earlier work.
+      if (mine > 0)
+        gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + salt, long_ns, 0);
       out = comm.gather_to_host(send.get(), mine, root);
       cuda_check(cudaStreamSynchronize(0), "the fill");
     }
@@ -293,33 +293,30 @@ struct Checker {
   }
 
   // broadcast_from_host: the root's host bytes (pageable or pinned) into every rank's recv of bytes + 64
-  // (the 64 past the size must stay poisoned). Blocking: the recv is poisoned, and pinned data filled from
-  // the device, on the legacy default stream just before (not waited): the broadcast must start after
-  // both. Stream-ordered: a slow kernel then the poison are queued on @p stream before the call (the data
-  // filled before it): the broadcast must write after both.
+  // (the 64 past the size must stay poisoned). Blocking: a producer of 50 ms, then the poison of the recv,
+  // then (pinned) the copy of the data from the device, are queued on the legacy default stream just before
+  // (not waited): the broadcast must start after all of them. Stream-ordered: a producer of 50 ms then the
+  // poison are queued on @p stream before the call (the data filled before it): the broadcast must write
+  // after both, and return before they are done. Everything the test allocates comes before the producer
+  // (cudaMalloc and cudaHostAlloc may synchronise).
   void broadcast_from_host(std::size_t bytes, int root, bool pinned, bool async, cudaStream_t stream) {
     const std::string what = std::string(async ? "broadcast_from_host_async " : "broadcast_from_host ") +
                              std::to_string(bytes) + " from " + std::to_string(root) +
                              (pinned ? " (pinned)" : " (pageable)");
     DeviceMemory recv(comm.device(), bytes + 64);
-    const cudaStream_t order = async ? stream : cudaStream_t{0};
-    if (async) gpuxfer::pattern::fill_device_slow(recv.get(), bytes + 64, seed(root, bytes) + 3, slow_ns, stream);
-    cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, order), "poison");
     std::vector<std::byte> pageable;
     gpuxfer::testing::PinnedMemory locked;
     DeviceMemory source;
     std::span<const std::byte> data;
     if (comm.rank() == root) {
       if (pinned) {
-        // Pattern on the device, copied into the pinned data (on the legacy default stream, not waited, for
-        // the blocking form; the stream-ordered one reads the data on the host during the call).
+        // Pattern on the device, copied into the pinned data below (on the legacy default stream, not
+        // waited, for the blocking form; the stream-ordered one reads the data on the host during the call).
         locked = gpuxfer::testing::PinnedMemory(bytes);
         std::vector<std::byte> pattern(bytes);
         gpuxfer::pattern::fill_host(pattern, seed(root, bytes) + 2);
         source = DeviceMemory(comm.device(), bytes + 1);
         cuda_check(cudaMemcpy(source.get(), pattern.data(), bytes, cudaMemcpyHostToDevice), "fill");
-        cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
-        if (async) cuda_check(cudaStreamSynchronize(0), "fill");
         data = locked.span();
       } else {
         pageable.resize(bytes);
@@ -328,7 +325,21 @@ struct Checker {
       }
     }
     if (async) {
+      // Once first, so that the root's staging or segment of this size exists: a first cudaHostAlloc or
+      // cudaHostRegister behind the producer could wait for it on the host.
       comm.broadcast_from_host_async(data, recv.get(), bytes + 64, root, stream);
+      comm.synchronize(stream);
+    }
+    const cudaStream_t order = async ? stream : cudaStream_t{0};
+    gpuxfer::pattern::fill_device_slow(recv.get(), bytes + 64, seed(root, bytes) + 3, long_ns, order);
+    cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, order), "poison");
+    if (comm.rank() == root && pinned) {
+      cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
+      if (async) cuda_check(cudaStreamSynchronize(0), "fill");
+    }
+    if (async) {
+      comm.broadcast_from_host_async(data, recv.get(), bytes + 64, root, stream);
+      expect_not_waited(stream, what);
       // Pageable data is the root's to reuse once the call returns.
       if (!pinned) std::fill(pageable.begin(), pageable.end(), std::byte{0x5A});
       comm.synchronize(stream);
@@ -340,10 +351,11 @@ struct Checker {
     expect_tail(got, bytes, what);
   }
 
-  // Two stream-ordered broadcast_from_host calls back to back, the first behind a slow producer on
+  // Two stream-ordered broadcast_from_host calls back to back, the first behind a producer of 50 ms on
   // @p stream, with different bytes: the root writes the second's bytes into its segment on the host
-  // while the first's copies out of a segment may still wait on the GPU, so the second must not take the
-  // first's segment before the root's stream is past the first. Each recv must hold its own call's bytes.
+  // while the first's copies out of a segment still wait on the GPU (both calls return before the producer
+  // is done), so the second must not take the first's segment before the root's stream is past the first.
+  // Each recv must hold its own call's bytes.
   // The segment is there only with other ranks on the root's node (not under -n 1 nor separate-nodes:
   // there the root's copy reads the communicator's pinned memory, whose reuse this checks instead).
   void broadcast_from_host_back_to_back(int root, cudaStream_t stream) {
@@ -355,9 +367,17 @@ struct Checker {
     std::vector<std::byte> b(comm.rank() == root ? bytes : 0);
     gpuxfer::pattern::fill_host(a, seed(root, bytes) + 20);
     gpuxfer::pattern::fill_host(b, seed(root, bytes) + 21);
-    gpuxfer::pattern::fill_device_slow(first.get(), bytes, seed(root, bytes) + 22, slow_ns, stream);
+    // The two calls once first, so that the root's staging or segments for two calls at once exist (a first
+    // cudaHostAlloc or cudaHostRegister behind the producer could wait for it on the host); then new recvs.
     comm.broadcast_from_host_async(a, first.get(), bytes, root, stream);
     comm.broadcast_from_host_async(b, second.get(), bytes, root, stream);
+    comm.synchronize(stream);
+    first = make(bytes, std::nullopt);
+    second = make(bytes, std::nullopt);
+    gpuxfer::pattern::fill_device_slow(first.get(), bytes, seed(root, bytes) + 22, long_ns, stream);
+    comm.broadcast_from_host_async(a, first.get(), bytes, root, stream);
+    comm.broadcast_from_host_async(b, second.get(), bytes, root, stream);
+    expect_not_waited(stream, what + " (both calls)");
     comm.synchronize(stream);
     expect(read(first), 0, bytes, seed(root, bytes) + 20, what + " (the first)");
     expect(read(second), 0, bytes, seed(root, bytes) + 21, what + " (the second)");

@@ -98,11 +98,12 @@ class Torch:
         return self.torch.cuda.Stream(device=f"cuda:{ordinal}")
 
     def write_on(self, stream: Any, tensor: Any, host: np.ndarray) -> None:
-        """Writes host into tensor on stream, after a spin so that a reader that does not wait sees poison."""
-        source = self.torch.from_numpy(host.copy()).pin_memory()
-        with self.torch.cuda.stream(stream):
-            self.torch.cuda._sleep(50_000_000)
-            tensor.copy_(source, non_blocking=True)
+        """Writes host into tensor on stream behind a ~50 ms spin (slow_copy_on from a device copy made
+        and waited for first): a reader that does not wait for stream sees tensor as it was."""
+        ordinal = tensor.device.index
+        source = self.upload(ordinal, host)
+        self.synchronize(ordinal)
+        self.slow_copy_on(stream, tensor, source)
 
     def current(self, stream: Any) -> Any:
         """A context in which stream is torch's current stream."""
@@ -167,11 +168,11 @@ class Cupy:
             return self.cupy.cuda.Stream(non_blocking=True)
 
     def write_on(self, stream: Any, tensor: Any, host: np.ndarray) -> None:
-        with self.cupy.cuda.Device(tensor.device.id), stream:
-            spin = self.cupy.zeros(1 << 22, dtype=self.cupy.float32)
-            for _ in range(20):  # a few ms of work queued before the write
-                spin = self.cupy.sin(spin) + 1
-            tensor.set(host, stream=stream)
+        """As Torch.write_on: a spin of SPIN_CYCLES (slow_copy_on), then a device-to-device copy."""
+        ordinal = tensor.device.id
+        source = self.upload(ordinal, host)
+        self.synchronize(ordinal)
+        self.slow_copy_on(stream, tensor, source)
 
     def current(self, stream: Any) -> Any:
         """A context in which stream is cupy's current stream (of the current device)."""

@@ -244,8 +244,13 @@ def test_two_threads_gather_at_once(manager, lib):
     def work():
         try:
             for _ in range(20):
-                for i, a in enumerate(transfer.gather_all()):
+                arrays = transfer.gather_all()
+                for i, a in enumerate(arrays):
                     expect(a, i, 1 << 20, seed=5)
+                    # Its block goes back to the pool for the next gathers (both threads'): poisoned, it
+                    # fails whichever of them leases it and writes nothing into it.
+                    a[:] = POISON
+                arrays = a = None  # every block of this round back to the pool
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 
@@ -255,6 +260,9 @@ def test_two_threads_gather_at_once(manager, lib):
     for t in threads:
         t.join()
     assert not errors, errors
+    # 40 gathers of one size class: at most a few blocks each can be leased at once, the rest are reused.
+    reuses = manager.pinned_pool_stats()["reuses"]
+    assert reuses > 0, "no gather reused a poisoned block: the poison proved nothing"
 
 
 def test_time_gather_all_times_the_cpp_call_and_gives_every_block_back(manager, lib):

@@ -10,6 +10,7 @@ after synchronize(stream) alone. Every rank makes the same calls, in the same or
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import gpuxfer
@@ -104,10 +105,17 @@ def host_gather_sizes(world_size: int) -> list[int]:
     return [0 if r == 1 else s for r, s in enumerate(gather_sizes(world_size))]
 
 
+# gather_to_host's seeds, one per call: its results lie in reused memory (the root's shared segments), which
+# a call that wrote nothing would find holding an earlier call's bytes. Every rank makes the same calls in
+# the same order, and so draws the same seeds.
+_GATHER_TO_HOST_SEEDS = itertools.count(500)
+
+
 def check_gather_to_host(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> None:
     sizes = host_gather_sizes(comm.world_size)
     for root in range(comm.world_size):
-        send = produce(comm, lib, stream, pattern(comm.rank, sizes[comm.rank], 5))
+        seed = next(_GATHER_TO_HOST_SEEDS)
+        send = produce(comm, lib, stream, pattern(comm.rank, sizes[comm.rank], seed))
         arrays = comm.gather_to_host(send, root, stream=stream)
         finish(comm, stream)
         if comm.rank != root:
@@ -117,7 +125,8 @@ def check_gather_to_host(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> N
         for r, (array, size) in enumerate(zip(arrays, sizes)):
             assert isinstance(array, gpuxfer.PinnedArray) and array.dtype == np.uint8, type(array)
             assert array.shape == (size,), f"rank {r}: {array.shape} bytes, expected {size}"
-            np.testing.assert_array_equal(array, pattern(r, size, 5), err_msg=f"gather_to_host, rank {r}")
+            np.testing.assert_array_equal(array, pattern(r, size, seed), err_msg=f"gather_to_host, rank {r}")
+            array[:] = POISON  # what a later call finds there, if it writes nothing
 
 
 def host_data(kind: str, data: np.ndarray) -> Any:

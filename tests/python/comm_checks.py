@@ -10,6 +10,7 @@ after synchronize(stream) alone. Every rank makes the same calls, in the same or
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import gpuxfer
@@ -45,14 +46,20 @@ def expect(got: np.ndarray, data: np.ndarray, what: str) -> None:
 
 
 def check_broadcast(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> None:
+    """buf is the first SIZE bytes of a tensor whose SLACK bytes past it are poison, on every rank: the root's
+    bytes arrive everywhere else, and no rank's bytes past buf are written. In a world of one the in-place
+    broadcast has no rank to write: what it can show is that the root's bytes, and those past them, are
+    left as they were (broadcast_from_host is the check that writes a one-rank world's buffer)."""
     for root in range(comm.world_size):
         data = pattern(root, SIZE, 1)
-        buf = produce(comm, lib, stream, data) if comm.rank == root else lib.poisoned(comm.device, SIZE)
-        if comm.rank != root:
+        if comm.rank == root:
+            whole = produce(comm, lib, stream, np.concatenate([data, np.full(SLACK, POISON, np.uint8)]))
+        else:
+            whole = lib.poisoned(comm.device, SIZE + SLACK)
             lib.synchronize(comm.device)
-        comm.broadcast(buf, root, stream=stream)
+        comm.broadcast(whole[:SIZE], root, stream=stream)
         finish(comm, stream)
-        np.testing.assert_array_equal(lib.download(buf), data, err_msg=f"broadcast from {root}")
+        expect(lib.download(whole), data, f"broadcast from {root}")
 
 
 def check_all_gather(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> None:
@@ -104,10 +111,17 @@ def host_gather_sizes(world_size: int) -> list[int]:
     return [0 if r == 1 else s for r, s in enumerate(gather_sizes(world_size))]
 
 
+# gather_to_host's seeds, one per call: its results lie in reused memory (the root's shared segments), which
+# a call that wrote nothing would find holding an earlier call's bytes. Every rank makes the same calls in
+# the same order, and so draws the same seeds.
+_GATHER_TO_HOST_SEEDS = itertools.count(500)
+
+
 def check_gather_to_host(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> None:
     sizes = host_gather_sizes(comm.world_size)
     for root in range(comm.world_size):
-        send = produce(comm, lib, stream, pattern(comm.rank, sizes[comm.rank], 5))
+        seed = next(_GATHER_TO_HOST_SEEDS)
+        send = produce(comm, lib, stream, pattern(comm.rank, sizes[comm.rank], seed))
         arrays = comm.gather_to_host(send, root, stream=stream)
         finish(comm, stream)
         if comm.rank != root:
@@ -117,7 +131,8 @@ def check_gather_to_host(comm: gpuxfer.Communicator, lib: Any, stream: Any) -> N
         for r, (array, size) in enumerate(zip(arrays, sizes)):
             assert isinstance(array, gpuxfer.PinnedArray) and array.dtype == np.uint8, type(array)
             assert array.shape == (size,), f"rank {r}: {array.shape} bytes, expected {size}"
-            np.testing.assert_array_equal(array, pattern(r, size, 5), err_msg=f"gather_to_host, rank {r}")
+            np.testing.assert_array_equal(array, pattern(r, size, seed), err_msg=f"gather_to_host, rank {r}")
+            array[:] = POISON  # what a later call finds there, if it writes nothing
 
 
 def host_data(kind: str, data: np.ndarray) -> Any:

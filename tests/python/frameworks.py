@@ -11,12 +11,43 @@ import pytest
 FRAMEWORKS = ["torch", "cupy"]
 
 
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment: odd, so that word k -> k * _GOLDEN is one to one
+_MIX_WORDS = 1 << 20  # words hashed at a time: the temporaries stay small (8 MiB) for any size
+
+
+def _mix(z: int) -> int:
+    """splitmix64's finaliser on a Python int (no numpy scalar, which warns on the wraparound)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _mix_words(z: np.ndarray, scratch: np.ndarray) -> None:
+    """_mix on every uint64 of z, in place (numpy's array arithmetic wraps around without a warning)."""
+    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
+        np.right_shift(z, np.uint64(shift), out=scratch)
+        z ^= scratch
+        if factor is not None:
+            z *= np.uint64(factor)
+
+
 def pattern(device: int, nbytes: int, seed: int = 1) -> np.ndarray:
-    """Bytes that depend on the device, the offset and the seed (never zeros all over)."""
-    offsets = np.arange(nbytes, dtype=np.uint64)
-    return ((offsets * 7 + (offsets >> np.uint64(8)) * 13 + device * 31 + seed * 101) % 251 + 1).astype(
-        np.uint8
-    )
+    """nbytes bytes that depend on the device, the offset and the seed: byte o is byte o % 8 (little
+    endian) of a splitmix64 hash of (seed, device, o // 8): no period, and unrelated bytes for any other
+    (device, seed) at any offset (a linear pattern mod 251 repeated every 64,256 bytes, and gave
+    pattern(0, n, 1) == pattern(1, n, 33)). Vectorised in chunks: ten numpy passes over the words."""
+    key = np.uint64(_mix(_mix((seed + _GOLDEN) & _MASK) ^ (((device + 1) * _GOLDEN) & _MASK)))
+    words = np.empty((nbytes + 7) // 8, dtype="<u8")
+    steps = np.arange(1, min(words.size, _MIX_WORDS) + 1, dtype=np.uint64) * np.uint64(_GOLDEN)
+    scratch = np.empty_like(steps)
+    for start in range(0, words.size, _MIX_WORDS):
+        chunk = words[start : start + _MIX_WORDS]
+        # word k's input, (k + 1) * _GOLDEN: the first chunk's plus start * _GOLDEN
+        np.add(steps[: chunk.size], np.uint64((start * _GOLDEN) & _MASK), out=chunk)
+        chunk ^= key
+        _mix_words(chunk, scratch[: chunk.size])
+    return words.view(np.uint8)[:nbytes]
 
 
 def written_late(lib: Any, ordinal: int, nbytes: int, seed: int) -> tuple[Any, np.ndarray, Any]:
@@ -67,11 +98,12 @@ class Torch:
         return self.torch.cuda.Stream(device=f"cuda:{ordinal}")
 
     def write_on(self, stream: Any, tensor: Any, host: np.ndarray) -> None:
-        """Writes host into tensor on stream, after a spin so that a reader that does not wait sees poison."""
-        source = self.torch.from_numpy(host.copy()).pin_memory()
-        with self.torch.cuda.stream(stream):
-            self.torch.cuda._sleep(50_000_000)
-            tensor.copy_(source, non_blocking=True)
+        """Writes host into tensor on stream behind a ~50 ms spin (slow_copy_on from a device copy made
+        and waited for first): a reader that does not wait for stream sees tensor as it was."""
+        ordinal = tensor.device.index
+        source = self.upload(ordinal, host)
+        self.synchronize(ordinal)
+        self.slow_copy_on(stream, tensor, source)
 
     def current(self, stream: Any) -> Any:
         """A context in which stream is torch's current stream."""
@@ -136,11 +168,11 @@ class Cupy:
             return self.cupy.cuda.Stream(non_blocking=True)
 
     def write_on(self, stream: Any, tensor: Any, host: np.ndarray) -> None:
-        with self.cupy.cuda.Device(tensor.device.id), stream:
-            spin = self.cupy.zeros(1 << 22, dtype=self.cupy.float32)
-            for _ in range(20):  # a few ms of work queued before the write
-                spin = self.cupy.sin(spin) + 1
-            tensor.set(host, stream=stream)
+        """As Torch.write_on: a spin of SPIN_CYCLES (slow_copy_on), then a device-to-device copy."""
+        ordinal = tensor.device.id
+        source = self.upload(ordinal, host)
+        self.synchronize(ordinal)
+        self.slow_copy_on(stream, tensor, source)
 
     def current(self, stream: Any) -> Any:
         """A context in which stream is cupy's current stream (of the current device)."""

@@ -55,18 +55,33 @@ def test_gather_blocking_skips_the_destination(manager2, lib, nbytes):
             expect(a, device, nbytes)
 
 
-def test_gather_handle_and_await(manager, lib):
-    transfer = gpuxfer.Transfer(manager)
+def test_gather_handle_and_await(manager2, lib):
+    """gather(dst).get() and await gather_async(dst) to every destination: one array per other device,
+    ascending. Each array is poisoned once checked, so that the next gather, leasing its block again, must
+    write it."""
+    transfer = gpuxfer.Transfer(manager2)
     register_all(transfer, lib, 1 << 20, seed=7)
-    dst = manager.device_count - 1
-    sources = [d for d in range(manager.device_count) if d != dst]
-    handle = transfer.gather(dst)
-    for device, a in zip(sources, handle.get()):
-        expect(a, device, 1 << 20, seed=7)
-    arrays = asyncio.run(transfer.gather_async(dst))
-    assert len(arrays) == len(sources)
-    for device, a in zip(sources, arrays):
-        expect(a, device, 1 << 20, seed=7)
+    for dst in range(manager2.device_count):
+        sources = [d for d in range(manager2.device_count) if d != dst]
+        for form in ("handle", "await"):
+            got = transfer.gather(dst).get() if form == "handle" else asyncio.run(transfer.gather_async(dst))
+            assert len(got) == len(sources), f"{form}, to {dst}: {len(got)} arrays for {len(sources)} sources"
+            for device, a in zip(sources, got):
+                expect(a, device, 1 << 20, seed=7)
+                a[:] = POISON
+            got = a = None
+
+
+def test_a_gather_to_the_only_device_gives_no_array(manager, lib):
+    """gather(dst) reads every device but dst: on a manager of one device, its buffer registered (gather_all
+    brings it back), the handle and the await both give an empty list."""
+    transfer = gpuxfer.Transfer(gpuxfer.Manager(devices=[manager.devices[0].ordinal]))
+    register_all(transfer, lib, 1 << 20, seed=7)
+    assert transfer.gather(0).get() == [], "the destination's own buffer was gathered"
+    assert asyncio.run(transfer.gather_async(0)) == [], "the destination's own buffer was awaited"
+    arrays = transfer.gather_all()
+    assert len(arrays) == 1
+    expect(arrays[0], 0, 1 << 20, seed=7)
 
 
 def test_an_unregistered_device_gives_none(manager):
@@ -244,8 +259,13 @@ def test_two_threads_gather_at_once(manager, lib):
     def work():
         try:
             for _ in range(20):
-                for i, a in enumerate(transfer.gather_all()):
+                arrays = transfer.gather_all()
+                for i, a in enumerate(arrays):
                     expect(a, i, 1 << 20, seed=5)
+                    # Its block goes back to the pool for the next gathers (both threads'): poisoned, it
+                    # fails whichever of them leases it and writes nothing into it.
+                    a[:] = POISON
+                arrays = a = None  # every block of this round back to the pool
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 
@@ -255,6 +275,9 @@ def test_two_threads_gather_at_once(manager, lib):
     for t in threads:
         t.join()
     assert not errors, errors
+    # 40 gathers of one size class: at most a few blocks each can be leased at once, the rest are reused.
+    reuses = manager.pinned_pool_stats()["reuses"]
+    assert reuses > 0, "no gather reused a poisoned block: the poison proved nothing"
 
 
 def test_time_gather_all_times_the_cpp_call_and_gives_every_block_back(manager, lib):

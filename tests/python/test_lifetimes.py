@@ -86,6 +86,26 @@ def test_dropping_everything_returns_the_pool_to_zero(manager, lib):
     assert manager.pinned_pool_stats()["in_use"] == 0
 
 
+def warmed_up(transfer, t):
+    """Registers t (poisoned) on the legacy default stream and gathers it once, dropping the result, so
+    that the pool holds a block of t's size; returns the pool's allocation count. A gather behind a slow
+    producer must leave that count as it is: a cudaHostAlloc in the call may synchronise the device, which
+    ends the producer before the gather is queued, and a gather that ignored the producer's stream would
+    pass."""
+    transfer.set_device_buffer(0, t, stream=0)
+    assert (transfer.gather_all()[0] == POISON).all(), "the warm-up gather of a poisoned tensor"
+    return transfer.manager.pinned_pool_stats()["allocations"]
+
+
+def gathered_behind(transfer, lib, stream, allocations):
+    """gather_all()'s array of device 0, after checking that stream is still busy with its producer as the
+    call starts and that the call allocated no pinned memory (see warmed_up)."""
+    assert lib.busy(stream), "the producer was done before the gather was called: nothing to order"
+    got = transfer.gather_all()[0]
+    assert transfer.manager.pinned_pool_stats()["allocations"] == allocations, "the gather allocated"
+    return got
+
+
 @pytest.mark.parametrize("form", ["object", "int", "protocol"])
 def test_the_producer_stream_orders_the_gather(manager, lib, form):
     class Protocol:
@@ -102,9 +122,11 @@ def test_the_producer_stream_orders_the_gather(manager, lib, form):
     transfer = gpuxfer.Transfer(manager)
     t = lib.poisoned(ordinal, 8 << 20)
     lib.synchronize()
+    allocations = warmed_up(transfer, t)
     lib.write_on(stream, t, pattern(0, 8 << 20, 11))  # queued behind a spin: still poison now
     transfer.set_device_buffer(0, t, stream=given)
-    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 11))
+    got = gathered_behind(transfer, lib, stream, allocations)
+    np.testing.assert_array_equal(got, pattern(0, 8 << 20, 11))
 
 
 def test_without_stream_the_frameworks_current_stream_orders_the_gather(manager, lib):
@@ -113,10 +135,12 @@ def test_without_stream_the_frameworks_current_stream_orders_the_gather(manager,
     transfer = gpuxfer.Transfer(manager)
     t = lib.poisoned(ordinal, 8 << 20)
     lib.synchronize()
+    allocations = warmed_up(transfer, t)
     with lib.current(stream):
         lib.write_on(stream, t, pattern(0, 8 << 20, 12))  # behind a spin on the current stream
         transfer.set_device_buffer(0, t)  # stream=None: the framework's current stream
-    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 12))
+    got = gathered_behind(transfer, lib, stream, allocations)
+    np.testing.assert_array_equal(got, pattern(0, 8 << 20, 12))
 
 
 def test_a_registration_keeps_its_stream_object_until_cleared(manager, lib):
@@ -126,12 +150,14 @@ def test_a_registration_keeps_its_stream_object_until_cleared(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     t = lib.poisoned(ordinal, 8 << 20)
     lib.synchronize()
+    allocations = warmed_up(transfer, t)
     lib.write_on(stream, t, pattern(0, 8 << 20, 13))  # behind a spin on the stream
     transfer.set_device_buffer(0, t, stream=stream)
     del stream
     gc.collect()
     assert alive() is not None, "the registration let the caller's stream object die"
-    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 8 << 20, 13))
+    got = gathered_behind(transfer, lib, alive(), allocations)
+    np.testing.assert_array_equal(got, pattern(0, 8 << 20, 13))
     transfer.set_device_buffer(0, t, stream=0)  # replaced: an int handle holds nothing
     gc.collect()
     assert alive() is None, "a replaced registration kept its stream object"

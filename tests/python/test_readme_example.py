@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import needs_devices
+from conftest import DEVICE_COUNT, needs_devices
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "apps/examples/seed_example.py"
@@ -25,9 +25,16 @@ def test_the_readme_shows_the_example_verbatim():
 
 
 def test_the_example_runs():
+    """Its whole output: a line per source device (every device but the destination 0, each with its
+    4 MiB right) and the count. On one GPU that is the count alone, 0: a gather to the only device reads
+    nothing, and any other line or count fails."""
     needs_devices(1)
     pytest.importorskip("torch")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     run = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "buffers to the host" in run.stdout
+    sources = range(1, DEVICE_COUNT)
+    expected = [f"device {d}: {4 << 20} bytes ok" for d in sources] + [
+        f"gathered {len(sources)} buffers to the host"
+    ]
+    assert run.stdout.splitlines() == expected, run.stdout + run.stderr

@@ -51,11 +51,31 @@ def device0_stream(manager, lib):
     return lib.stream(manager.devices[0].ordinal)
 
 
+def warmed_up(transfer, lib, stream):
+    """Poisoned tensors of sizes() registered and gathered once on stream, the results dropped, so that the
+    pool holds blocks of those sizes; returns the pool's allocation count. A gather behind a slow producer
+    must leave it as it is: a cudaHostAlloc in the call may synchronise the device, ending the producer
+    before the gather is queued (and so hiding a gather that did not wait for it)."""
+    manager = transfer.manager
+    tensors = [lib.poisoned(info.ordinal, n) for info, n in zip(manager.devices, sizes(manager))]
+    lib.synchronize()
+    for i, t in enumerate(tensors):
+        transfer.set_device_buffer(i, t, stream=0)
+    for i, a in enumerate(transfer.gather_all(stream=stream).get()):
+        assert (a == POISON).all(), f"the warm-up gather, device {i}"
+    lib.synchronize()
+    return manager.pinned_pool_stats()["allocations"]
+
+
 def test_gather_all_with_stream_returns_a_handle(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     s = device0_stream(manager, lib)
+    allocations = warmed_up(transfer, lib, s)
     _, expected = registered_late(transfer, lib, s, seed=11)
+    assert lib.busy(s), "the producer was done before the gather was called: nothing to order"
     handle = transfer.gather_all(stream=s)
+    assert lib.busy(s), "gather_all(stream=) returned only after the producer it should queue behind"
+    assert manager.pinned_pool_stats()["allocations"] == allocations, "the gather allocated pinned memory"
     assert isinstance(handle, gpuxfer.GatherHandle)
     arrays = handle.get()
     assert len(arrays) == manager.device_count

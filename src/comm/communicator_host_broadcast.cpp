@@ -74,8 +74,12 @@ struct RootSide {
 
   // Its own copy, then its recv to every rank of another node (same stream: after the copy).
   void queue(void* recv, const HostBroadcastPlan& plan) {
-    GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, stream),
-                         s.where + ": " + what + ": its own copy");
+    // No copy of nothing: CUDA takes a null or pageable source of 0 bytes as pageable memory, whose copy
+    // waits on the host for the stream's earlier work.
+    if (!data.empty()) {
+      GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(recv, source, data.size(), cudaMemcpyHostToDevice, stream),
+                           s.where + ": " + what + ": its own copy");
+    }
     if (!plan.network) return;
     detail::launch(s, stream, what, detail::other_ranks(s.rank, s.world_size), [&]() -> ncclResult_t {
       for (int r = 0; r < s.world_size; ++r) {

@@ -151,13 +151,16 @@ def test_a_registration_keeps_its_stream_object_until_cleared(manager, lib):
     t = lib.poisoned(ordinal, 8 << 20)
     lib.synchronize()
     allocations = warmed_up(transfer, t)
-    lib.write_on(stream, t, pattern(0, 8 << 20, 13))  # behind a spin on the stream
     transfer.set_device_buffer(0, t, stream=stream)
+    expected = pattern(0, 8 << 20, 13)
+    lib.write_on(stream, t, expected)  # behind a spin on the stream, after the registration: still its order
+    # Reference counting frees an object at once; a full gc.collect() here could outlast the spin.
     del stream
-    gc.collect()
     assert alive() is not None, "the registration let the caller's stream object die"
     got = gathered_behind(transfer, lib, alive(), allocations)
-    np.testing.assert_array_equal(got, pattern(0, 8 << 20, 13))
+    np.testing.assert_array_equal(got, expected)
+    gc.collect()
+    assert alive() is not None, "the registration let the caller's stream object die"
     transfer.set_device_buffer(0, t, stream=0)  # replaced: an int handle holds nothing
     gc.collect()
     assert alive() is None, "a replaced registration kept its stream object"

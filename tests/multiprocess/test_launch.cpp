@@ -102,6 +102,16 @@ TEST(GpuxferLaunch, PassesSignalsOn) {
   EXPECT_NE(output.find("rc=143"), std::string::npos) << output;
 }
 
+// A parent that ignores SIGCHLD passes SIG_IGN on through exec; the launcher must still wait for its ranks
+// and see their exit codes (perl sets it: Debian's perl-base is everywhere the tests run).
+TEST(GpuxferLaunch, WaitsForItsRanksWhenStartedWithSigchldIgnored) {
+  const gpuxfer::test::LaunchRun run = gpuxfer::test::run_shell(
+      "timeout -s KILL 20 perl -e '$SIG{CHLD} = \"IGNORE\"; exec @ARGV' '" GPUXFER_CLI
+      "' launch -n 2 -- sh -c 'exit 3'");
+  EXPECT_EQ(run.code, 3) << run.output;
+  EXPECT_LT(run.took, 10s) << run.output;
+}
+
 TEST(GpuxferLaunch, AProgramThatCannotRun) {
   const LaunchRun run = launch("-n 2 -- /nonexistent/gpuxfer-program");
   EXPECT_EQ(run.code, 127) << run.output;

@@ -233,9 +233,13 @@ class Supervisor {
     for (Rank& rank : ranks_) {
       if (!rank.running) continue;
       int status = 0;
-      if (waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      const pid_t got = waitpid(rank.pid, &status, WNOHANG);
+      if (got == 0 || (got < 0 && errno != ECHILD)) continue;
       rank.running = false;
-      const int code = exit_code(status);
+      // ECHILD: something else reaped the rank, and its exit status is lost; it counts as a failure.
+      const int code = got == rank.pid ? exit_code(status) : 1;
+      if (got != rank.pid)
+        std::fprintf(stderr, "gpuxfer launch: rank %d is gone, its exit status lost\n", rank.index);
       if (code == 0 || first_failure_ || stop_at_) continue;
       first_failure_ = code;
       std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
@@ -269,6 +273,8 @@ int run_launch(const LaunchArgs& args) {
   const int world = args.ranks_given ? args.ranks : visible_gpus();
   const int port = detail::pick_free_port("127.0.0.1");
 
+  // A SIGCHLD ignored by whoever started us would have the kernel reap the ranks, their exit codes lost.
+  std::signal(SIGCHLD, SIG_DFL);
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);

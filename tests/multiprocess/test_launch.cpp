@@ -8,7 +8,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include "job.hpp"
 #include "launch_run.hpp"
 
 namespace {
@@ -110,6 +112,28 @@ TEST(GpuxferLaunch, WaitsForItsRanksWhenStartedWithSigchldIgnored) {
       "' launch -n 2 -- sh -c 'exit 3'");
   EXPECT_EQ(run.code, 3) << run.output;
   EXPECT_LT(run.took, 10s) << run.output;
+}
+
+// Rank 1 fails with 5; rank 0, reading a FIFO that rank 1 holds open, fails with 3 30 ms later (cat sees EOF
+// as rank 1 exits). Rank 1's output is closed long before, so that only its exit tells. The code is the first
+// failure's, 5, and the launcher names every rank that failed. (Rank 0 failing at once can really exit
+// first: the cat it wakes may preempt rank 1 before rank 1 is a zombie; then 3 is right.)
+TEST(GpuxferLaunch, TheFirstFailureWinsOverOneThatFollowsSoon) {
+  const gpuxfer::test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string fifo = dir.path() + "/fifo";
+  const std::string ranks =
+      "sh -c 'if [ \"$GPUXFER_RANK\" = 1 ]; then exec 3>\"$0\" >/dev/null 2>&1; sleep 0.3; exit 5; fi; "
+      "cat \"$0\"; sleep 0.03; exit 3' '" +
+      fifo + "'";
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::remove(fifo.c_str());
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const LaunchRun run = launch("-n 2 -- " + ranks);
+    ASSERT_EQ(run.code, 5) << "attempt " << attempt << ":\n" << run.output;
+    EXPECT_TRUE(has(run, "rank 1 exited with code 5; stopping the other ranks")) << run.output;
+    EXPECT_TRUE(has(run, "rank 0 exited with code ")) << run.output;
+  }
 }
 
 TEST(GpuxferLaunch, AProgramThatCannotRun) {

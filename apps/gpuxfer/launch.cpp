@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,7 +93,9 @@ std::vector<char*> pointers(std::vector<std::string>& texts) {
   return out;
 }
 
-void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command) {
+// @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD).
+void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command,
+           const sigset_t& signal_mask) {
   int out[2];
   int err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
@@ -107,6 +110,7 @@ void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std:
   if (pid == 0) {
     // The child: its own process group (so a signal reaches what it starts too), stdin from /dev/null.
     setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &signal_mask, nullptr);
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
@@ -156,7 +160,9 @@ void drain(UniqueFd& fd, RankOutput& lines) {
 
 class Supervisor {
  public:
-  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace) : ranks_(ranks), grace_(grace) {}
+  /// @p exits: a signalfd of SIGCHLD.
+  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace, const UniqueFd& exits)
+      : ranks_(ranks), grace_(grace), exits_(exits) {}
 
   int run() {
     std::optional<Clock::time_point> all_exited;
@@ -211,45 +217,78 @@ class Supervisor {
     if (!stop_at_) stop_at_ = Clock::now() + grace_;
   }
 
+  // Waits (at most 50 ms) for output, an exit or a signal; moves the output into its lines.
   void pump_output() {
-    std::vector<pollfd> fds;
+    std::vector<pollfd> fds{{exits_.get(), POLLIN, 0}};
     std::vector<std::pair<UniqueFd*, RankOutput*>> sources;
     for (Rank& rank : ranks_) {
       if (rank.out) sources.emplace_back(&rank.out, &rank.out_lines);
       if (rank.err) sources.emplace_back(&rank.err, &rank.err_lines);
     }
     for (const auto& source : sources) fds.push_back({source.first->get(), POLLIN, 0});
-    if (fds.empty()) {
-      usleep(20000);  // only exits left to wait for
-      return;
-    }
     if (poll(fds.data(), fds.size(), 50) <= 0) return;
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) drain(*sources[i].first, *sources[i].second);
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) drain(*sources[i - 1].first, *sources[i - 1].second);
     }
   }
 
+  // The exit the kernel reported first, then the others, one at a time, until none is left: the first
+  // failure is the one that happened first, not the lowest rank among those that exited since the last pass.
   void reap() {
+    int status = 0;
+    while (true) {
+      signalfd_siginfo info{};
+      if (read(exits_.get(), &info, sizeof(info)) == sizeof(info)) {
+        // While one SIGCHLD is pending the kernel drops the later ones: this is the first exit since the
+        // last read.
+        const auto pid = static_cast<pid_t>(info.ssi_pid);
+        if (waitpid(pid, &status, WNOHANG) == pid) exited(pid, status);
+        continue;
+      }
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid > 0) {
+        exited(pid, status);
+        continue;
+      }
+      if (pid < 0 && errno == ECHILD) lost();
+      return;
+    }
+  }
+
+  void exited(pid_t pid, int status) {
+    for (Rank& rank : ranks_) {
+      if (rank.pid != pid || !rank.running) continue;
+      rank.running = false;
+      const int code = exit_code(status);
+      if (code != 0) failed(rank, code);
+    }
+  }
+
+  // Ranks something else reaped, their exit statuses lost: each counts as a failure.
+  void lost() {
     for (Rank& rank : ranks_) {
       if (!rank.running) continue;
-      int status = 0;
-      const pid_t got = waitpid(rank.pid, &status, WNOHANG);
-      if (got == 0 || (got < 0 && errno != ECHILD)) continue;
       rank.running = false;
-      // ECHILD: something else reaped the rank, and its exit status is lost; it counts as a failure.
-      const int code = got == rank.pid ? exit_code(status) : 1;
-      if (got != rank.pid)
-        std::fprintf(stderr, "gpuxfer launch: rank %d is gone, its exit status lost\n", rank.index);
-      if (code == 0 || first_failure_ || stop_at_) continue;
-      first_failure_ = code;
-      std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
-                   rank.index, code);
-      stop_others();
+      std::fprintf(stderr, "gpuxfer launch: rank %d is gone, its exit status lost\n", rank.index);
+      failed(rank, 1);
     }
+  }
+
+  // The first failure stops the others and gives its code; every later one is named too.
+  void failed(const Rank& rank, int code) {
+    if (first_failure_ || stop_at_) {
+      std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d\n", rank.index, code);
+      return;
+    }
+    first_failure_ = code;
+    std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
+                 rank.index, code);
+    stop_others();
   }
 
   std::vector<Rank>& ranks_;
   std::chrono::milliseconds grace_;
+  const UniqueFd& exits_;
   std::optional<int> first_failure_;
   std::optional<Clock::time_point> stop_at_;
   bool killed_ = false;
@@ -270,11 +309,24 @@ int run_launch(const LaunchArgs& args) {
   }
   if (!(args.grace_seconds >= 0))
     throw Error(Errc::invalid_option, "gpuxfer launch: --grace must be 0 or more seconds");
+
+  // The ranks' exits come from a signalfd, which tells which came first. SIGCHLD is blocked before the
+  // first thread (CUDA's) starts, or a thread that does not block it would take and drop it; a SIG_IGN
+  // inherited from whoever started us would have the kernel reap the ranks, their exit codes lost.
+  std::signal(SIGCHLD, SIG_DFL);
+  sigset_t child_exits;
+  sigemptyset(&child_exits);
+  sigaddset(&child_exits, SIGCHLD);
+  sigset_t entry_mask;
+  pthread_sigmask(SIG_BLOCK, &child_exits, &entry_mask);
+  const UniqueFd exits(signalfd(-1, &child_exits, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!exits)
+    throw Error(Errc::invalid_argument,
+                std::string("gpuxfer launch: signalfd failed: ") + std::strerror(errno));
+
   const int world = args.ranks_given ? args.ranks : visible_gpus();
   const int port = detail::pick_free_port("127.0.0.1");
 
-  // A SIGCHLD ignored by whoever started us would have the kernel reap the ranks, their exit codes lost.
-  std::signal(SIGCHLD, SIG_DFL);
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
@@ -284,7 +336,7 @@ int run_launch(const LaunchArgs& args) {
   ranks.reserve(static_cast<std::size_t>(world));
   for (int i = 0; i < world; ++i) ranks.emplace_back(i);
   try {
-    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command);
+    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command, entry_mask);
   } catch (...) {
     signal_all(ranks, SIGKILL);
     for (Rank& rank : ranks) {
@@ -293,7 +345,7 @@ int run_launch(const LaunchArgs& args) {
     throw;
   }
   const auto grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
-  return Supervisor(ranks, grace).run();
+  return Supervisor(ranks, grace, exits).run();
 }
 
 }  // namespace gpuxfer::cli

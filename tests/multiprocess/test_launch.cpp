@@ -1,8 +1,13 @@
 // `gpuxfer launch` end to end, starting rank_probe: every line prefixed by its rank, the job's variables
 // set and CUDA_VISIBLE_DEVICES left alone, a rendezvous between the ranks it started, the first failing
 // exit code returned with the other ranks stopped (SIGTERM, then SIGKILL), signals passed on.
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
@@ -133,6 +138,38 @@ TEST(GpuxferLaunch, TheFirstFailureWinsOverOneThatFollowsSoon) {
     ASSERT_EQ(run.code, 5) << "attempt " << attempt << ":\n" << run.output;
     EXPECT_TRUE(has(run, "rank 1 exited with code 5; stopping the other ranks")) << run.output;
     EXPECT_TRUE(has(run, "rank 0 exited with code ")) << run.output;
+  }
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Launch's stdout closed early (`| head -n 1`): it stops every rank, also one that never writes and would
+// otherwise run on without it, and exits with 128 + SIGPIPE, saying why.
+TEST(GpuxferLaunch, StopsTheRanksWhenItsOutputIsClosed) {
+  const gpuxfer::test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string ranks =
+      "sh -c 'echo $$ > \"$0/$GPUXFER_RANK.pid\"; if [ \"$GPUXFER_RANK\" = 0 ]; then while echo line; do "
+      "sleep "
+      "0.01; done; fi; exec sleep 30' '" +
+      dir.path() + "'";
+  const LaunchRun run =
+      gpuxfer::test::run_shell("(timeout -s KILL 20 '" GPUXFER_CLI "' launch -n 2 -- " + ranks + " 2>'" +
+                               dir.path() + "/err'; echo $? > '" + dir.path() + "/rc') | head -n 1");
+  EXPECT_EQ(run.output, "[0] line\n");
+  EXPECT_EQ(file_text(dir.path() + "/rc"), "141\n");
+  EXPECT_NE(file_text(dir.path() + "/err").find("its standard output is closed; stopping the ranks"),
+            std::string::npos)
+      << file_text(dir.path() + "/err");
+  EXPECT_LT(run.took, 10s);
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = std::atoi(file_text(dir.path() + "/" + std::to_string(rank) + ".pid").c_str());
+    ASSERT_GT(pid, 0) << "rank " << rank << " wrote no pid";
+    EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "rank " << rank << " (pid " << pid << ") runs on";
+    if (kill(pid, 0) == 0) kill(-pid, SIGKILL);  // its process group, so as not to leave it behind
   }
 }
 

@@ -62,7 +62,8 @@ int run_check(const CheckArgs& args);
 int run_resource_spec(const ResourceSpecArgs& args);
 
 /// Starts the ranks of one job on this host and waits for them. Returns the first failing rank's exit code
-/// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, else 0.
+/// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, 128 + SIGPIPE when
+/// its stdout or stderr was closed (the ranks stopped then), else 0.
 /// @throws Error(Errc::invalid_option) for a missing program or a bad -n
 int run_launch(const LaunchArgs& args);
 

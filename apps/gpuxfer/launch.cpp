@@ -3,7 +3,8 @@
 // (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
-// SIGINT, SIGTERM and SIGHUP are passed on to every rank.
+// SIGINT, SIGTERM and SIGHUP are passed on to every rank; a reader of its output that goes away stops them
+// too.
 
 #include <cerrno>
 #include <chrono>
@@ -169,6 +170,7 @@ class Supervisor {
     while (true) {
       forward_signal();
       pump_output();
+      check_output();
       reap();
       if (stop_at_ && Clock::now() >= *stop_at_ && !killed_) {
         signal_all(ranks_, SIGKILL);
@@ -218,6 +220,21 @@ class Supervisor {
   }
 
   // Waits (at most 50 ms) for output, an exit or a signal; moves the output into its lines.
+  // A reader of our output that went away (`| head`): the ranks are stopped as after a failure, and the
+  // code is 128 + SIGPIPE (unless a failure came first).
+  void check_output() {
+    if (output_closed_) return;
+    for (const Rank& rank : ranks_) {
+      const char* which = rank.out_lines.closed() ? "output" : rank.err_lines.closed() ? "error" : nullptr;
+      if (which == nullptr) continue;
+      output_closed_ = true;
+      if (signal_ == 0) signal_ = SIGPIPE;
+      std::fprintf(stderr, "gpuxfer launch: its standard %s is closed; stopping the ranks\n", which);
+      stop_others();
+      return;
+    }
+  }
+
   void pump_output() {
     std::vector<pollfd> fds{{exits_.get(), POLLIN, 0}};
     std::vector<std::pair<UniqueFd*, RankOutput*>> sources;
@@ -292,7 +309,8 @@ class Supervisor {
   std::optional<int> first_failure_;
   std::optional<Clock::time_point> stop_at_;
   bool killed_ = false;
-  int signal_ = 0;
+  bool output_closed_ = false;
+  int signal_ = 0;  // passed on, or SIGPIPE: the code is 128 + it without a failure
 };
 
 }  // namespace
@@ -313,12 +331,16 @@ int run_launch(const LaunchArgs& args) {
   // The ranks' exits come from a signalfd, which tells which came first. SIGCHLD is blocked before the
   // first thread (CUDA's) starts, or a thread that does not block it would take and drop it; a SIG_IGN
   // inherited from whoever started us would have the kernel reap the ranks, their exit codes lost.
+  // SIGPIPE is blocked (not ignored: the ranks get our mask as it was, and SIG_IGN would pass on to them),
+  // so that a reader of our output that goes away is EPIPE, and we stop the ranks.
   std::signal(SIGCHLD, SIG_DFL);
   sigset_t child_exits;
   sigemptyset(&child_exits);
   sigaddset(&child_exits, SIGCHLD);
+  sigset_t blocked = child_exits;
+  sigaddset(&blocked, SIGPIPE);
   sigset_t entry_mask;
-  pthread_sigmask(SIG_BLOCK, &child_exits, &entry_mask);
+  pthread_sigmask(SIG_BLOCK, &blocked, &entry_mask);
   const UniqueFd exits(signalfd(-1, &child_exits, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!exits)
     throw Error(Errc::invalid_argument,

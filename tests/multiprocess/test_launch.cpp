@@ -173,6 +173,19 @@ TEST(GpuxferLaunch, StopsTheRanksWhenItsOutputIsClosed) {
   }
 }
 
+// Started with SIGHUP ignored (nohup, or a shell's trap ""), the launcher leaves it ignored, for itself and
+// for its ranks, and does not pass it on; SIGTERM still is.
+TEST(GpuxferLaunch, LeavesASignalIgnoredOnEntryAlone) {
+  const LaunchRun run = gpuxfer::test::run_shell(
+      "timeout -s KILL 60 sh -c 'trap \"\" HUP; \"$0\" launch -n 2 -- \"$1\" wait & pid=$!; sleep 1; "
+      "kill -HUP $pid; sleep 0.5; kill -TERM $pid; wait $pid; echo rc=$?' '" GPUXFER_CLI "' '" RANK_PROBE
+      "'");
+  EXPECT_FALSE(has(run, "passing signal 1 on")) << run.output;
+  EXPECT_TRUE(has(run, "[0] got signal 15")) << run.output;
+  EXPECT_TRUE(has(run, "[1] got signal 15")) << run.output;
+  EXPECT_TRUE(has(run, "rc=143")) << run.output;
+}
+
 TEST(GpuxferLaunch, AProgramThatCannotRun) {
   const LaunchRun run = launch("-n 2 -- /nonexistent/gpuxfer-program");
   EXPECT_EQ(run.code, 127) << run.output;

@@ -3,8 +3,8 @@
 // (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
-// SIGINT, SIGTERM and SIGHUP are passed on to every rank; a reader of its output that goes away stops them
-// too.
+// SIGINT, SIGTERM and SIGHUP are passed on to every rank (unless ignored when it starts); a reader of its
+// output that goes away stops them too.
 
 #include <cerrno>
 #include <chrono>
@@ -349,10 +349,16 @@ int run_launch(const LaunchArgs& args) {
   const int world = args.ranks_given ? args.ranks : visible_gpus();
   const int port = detail::pick_free_port("127.0.0.1");
 
+  // A signal ignored when we start (nohup, a shell's trap "" or `&`) stays ignored, for us and the ranks,
+  // and is not passed on.
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  for (const int signal : forwarded_signals) sigaction(signal, &action, nullptr);
+  for (const int signal : forwarded_signals) {
+    struct sigaction entry {};
+    if (sigaction(signal, nullptr, &entry) == 0 && entry.sa_handler == SIG_IGN) continue;
+    sigaction(signal, &action, nullptr);
+  }
 
   std::vector<Rank> ranks;
   ranks.reserve(static_cast<std::size_t>(world));

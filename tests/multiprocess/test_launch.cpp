@@ -201,4 +201,15 @@ TEST(GpuxferLaunch, BadArguments) {
   EXPECT_TRUE(has(zero, "-n 0")) << zero.output;
 }
 
+// --grace takes 0 to a day: inf or 1e300 once overflowed the conversion to milliseconds (a SIGKILL at once).
+TEST(GpuxferLaunch, AGraceOfMoreThanADayIsRefused) {
+  for (const std::string grace : {"inf", "1e300", "86401", "-1", "nan"}) {
+    const LaunchRun run = launch("--grace " + grace + " -n 1 -- true");
+    EXPECT_EQ(run.code, 1) << grace << ": " << run.output;
+    EXPECT_TRUE(has(run, "gpuxfer: invalid_option: gpuxfer launch: --grace ")) << grace << ": " << run.output;
+    EXPECT_TRUE(has(run, ": 0 to 86400 seconds")) << grace << ": " << run.output;
+  }
+  EXPECT_EQ(launch("--grace 86400 -n 1 -- true").code, 0);
+}
+
 }  // namespace

@@ -43,6 +43,8 @@ extern "C" void remember_signal(int signal) { pending_signal = signal; }
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 // How long the output of ranks that have all exited may still come (from processes they left running).
 constexpr std::chrono::milliseconds output_drain{1000};
+// The longest --grace: a day, far from overflowing the conversion to milliseconds (inf, 1e300 did).
+constexpr double max_grace_seconds = 86400;
 
 struct Rank {
   int index = 0;
@@ -325,8 +327,13 @@ int run_launch(const LaunchArgs& args) {
     throw Error(Errc::invalid_option,
                 "gpuxfer launch: -n " + std::to_string(args.ranks) + ": at least 1 process");
   }
-  if (!(args.grace_seconds >= 0))
-    throw Error(Errc::invalid_option, "gpuxfer launch: --grace must be 0 or more seconds");
+  if (!(args.grace_seconds >= 0 && args.grace_seconds <= max_grace_seconds)) {
+    char given[32];
+    std::snprintf(given, sizeof(given), "%g", args.grace_seconds);
+    throw Error(Errc::invalid_option, std::string("gpuxfer launch: --grace ") + given + ": 0 to " +
+                                          std::to_string(static_cast<int>(max_grace_seconds)) +
+                                          " seconds (a day)");
+  }
 
   // The ranks' exits come from a signalfd, which tells which came first. SIGCHLD is blocked before the
   // first thread (CUDA's) starts, or a thread that does not block it would take and drop it; a SIG_IGN

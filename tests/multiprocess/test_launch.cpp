@@ -201,6 +201,19 @@ TEST(GpuxferLaunch, BadArguments) {
   EXPECT_TRUE(has(zero, "-n 0")) << zero.output;
 }
 
+// A rank has the launcher's descriptors only as its caller gave them (here: the probe run straight from the
+// same shell), with 0, 1 and 2 replaced: none of the launcher's own (/dev/null, its pipes) leaks into it.
+TEST(GpuxferLaunch, RanksGetNoDescriptorOfTheLauncher) {
+  const LaunchRun run = gpuxfer::test::run_shell(
+      probe + " fds; timeout -s KILL 60 '" GPUXFER_CLI "' launch -n 2 -- " + probe + " fds");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::size_t end = run.output.find('\n');
+  ASSERT_TRUE(run.output.starts_with("fds 0 1 2") && end != std::string::npos) << run.output;
+  const std::string fds = run.output.substr(0, end + 1);
+  EXPECT_TRUE(has(run, "[0] " + fds)) << "the caller's: " << fds << run.output;
+  EXPECT_TRUE(has(run, "[1] " + fds)) << "the caller's: " << fds << run.output;
+}
+
 // --grace takes 0 to a day: inf or 1e300 once overflowed the conversion to milliseconds (a SIGKILL at once).
 TEST(GpuxferLaunch, AGraceOfMoreThanADayIsRefused) {
   for (const std::string grace : {"inf", "1e300", "86401", "-1", "nan"}) {

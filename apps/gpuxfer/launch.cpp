@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -96,14 +97,33 @@ std::vector<char*> pointers(std::vector<std::string>& texts) {
   return out;
 }
 
+// Both ends closed on exec: the rank gets its write end by dup2, and no rank another's.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+Pipe cloexec_pipe() {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0)
+    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
+  return {UniqueFd(ends[0]), UniqueFd(ends[1])};
+}
+
+// In the child: @p fd as @p target, kept on exec (dup2 onto itself would leave FD_CLOEXEC set).
+void place(int fd, int target) {
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+  } else {
+    dup2(fd, target);
+  }
+}
+
 // @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD).
 void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command,
            const sigset_t& signal_mask) {
-  int out[2];
-  int err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
-  }
+  Pipe out = cloexec_pipe();
+  Pipe err = cloexec_pipe();
   std::vector<std::string> environment = rank_environment(rank.index, world, port, node_per_rank);
   const std::vector<char*> argv = pointers(command);
   const std::vector<char*> envp = pointers(environment);
@@ -114,10 +134,9 @@ void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std:
     // The child: its own process group (so a signal reaches what it starts too), stdin from /dev/null.
     setpgid(0, 0);
     sigprocmask(SIG_SETMASK, &signal_mask, nullptr);
-    const int null = open("/dev/null", O_RDONLY);
-    dup2(null, STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
+    place(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);
+    place(out.write.get(), STDOUT_FILENO);
+    place(err.write.get(), STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
     // No allocation between fork and _exit: the parent may have had other threads (CUDA's).
     const char* reason = std::strerror(errno);
@@ -128,10 +147,8 @@ void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std:
     _exit(127);
   }
   setpgid(pid, pid);  // as the child does: whichever runs first
-  close(out[1]);
-  close(err[1]);
-  rank.out = UniqueFd(out[0]);
-  rank.err = UniqueFd(err[0]);
+  rank.out = std::move(out.read);
+  rank.err = std::move(err.read);
   rank.pid = pid;
   rank.running = true;
 }

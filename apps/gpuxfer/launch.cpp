@@ -119,7 +119,7 @@ void place(int fd, int target) {
   }
 }
 
-// @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD).
+// @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD and SIGPIPE).
 void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command,
            const sigset_t& signal_mask) {
   Pipe out = cloexec_pipe();
@@ -238,7 +238,6 @@ class Supervisor {
     if (!stop_at_) stop_at_ = Clock::now() + grace_;
   }
 
-  // Waits (at most 50 ms) for output, an exit or a signal; moves the output into its lines.
   // A reader of our output that went away (`| head`): the ranks are stopped as after a failure, and the
   // code is 128 + SIGPIPE (unless a failure came first).
   void check_output() {
@@ -254,6 +253,7 @@ class Supervisor {
     }
   }
 
+  // Waits (at most 50 ms) for output, an exit or a signal; moves the output into its lines.
   void pump_output() {
     std::vector<pollfd> fds{{exits_.get(), POLLIN, 0}};
     std::vector<std::pair<UniqueFd*, RankOutput*>> sources;

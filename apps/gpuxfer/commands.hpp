@@ -62,8 +62,9 @@ int run_check(const CheckArgs& args);
 int run_resource_spec(const ResourceSpecArgs& args);
 
 /// Starts the ranks of one job on this host and waits for them. Returns the first failing rank's exit code
-/// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, else 0.
-/// @throws Error(Errc::invalid_option) for a missing program or a bad -n
+/// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, 128 + SIGPIPE when
+/// its stdout or stderr was closed (the ranks stopped then), else 0.
+/// @throws Error(Errc::invalid_option) for a missing program, a bad -n or a --grace outside 0 to 86400 s
 int run_launch(const LaunchArgs& args);
 
 }  // namespace gpuxfer::cli

@@ -3,7 +3,8 @@
 // (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
-// SIGINT, SIGTERM and SIGHUP are passed on to every rank.
+// SIGINT, SIGTERM and SIGHUP are passed on to every rank (unless ignored when it starts); a reader of its
+// output that goes away stops them too.
 
 #include <cerrno>
 #include <chrono>
@@ -13,11 +14,13 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +44,8 @@ extern "C" void remember_signal(int signal) { pending_signal = signal; }
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 // How long the output of ranks that have all exited may still come (from processes they left running).
 constexpr std::chrono::milliseconds output_drain{1000};
+// The longest --grace: a day, far from overflowing the conversion to milliseconds (inf, 1e300 did).
+constexpr double max_grace_seconds = 86400;
 
 struct Rank {
   int index = 0;
@@ -92,12 +97,33 @@ std::vector<char*> pointers(std::vector<std::string>& texts) {
   return out;
 }
 
-void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command) {
-  int out[2];
-  int err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+// Both ends closed on exec: the rank gets its write end by dup2, and no rank another's.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+Pipe cloexec_pipe() {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0)
     throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
+  return {UniqueFd(ends[0]), UniqueFd(ends[1])};
+}
+
+// In the child: @p fd as @p target, kept on exec (dup2 onto itself would leave FD_CLOEXEC set).
+void place(int fd, int target) {
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+  } else {
+    dup2(fd, target);
   }
+}
+
+// @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD and SIGPIPE).
+void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command,
+           const sigset_t& signal_mask) {
+  Pipe out = cloexec_pipe();
+  Pipe err = cloexec_pipe();
   std::vector<std::string> environment = rank_environment(rank.index, world, port, node_per_rank);
   const std::vector<char*> argv = pointers(command);
   const std::vector<char*> envp = pointers(environment);
@@ -107,10 +133,10 @@ void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std:
   if (pid == 0) {
     // The child: its own process group (so a signal reaches what it starts too), stdin from /dev/null.
     setpgid(0, 0);
-    const int null = open("/dev/null", O_RDONLY);
-    dup2(null, STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
+    sigprocmask(SIG_SETMASK, &signal_mask, nullptr);
+    place(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);
+    place(out.write.get(), STDOUT_FILENO);
+    place(err.write.get(), STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
     // No allocation between fork and _exit: the parent may have had other threads (CUDA's).
     const char* reason = std::strerror(errno);
@@ -121,10 +147,8 @@ void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std:
     _exit(127);
   }
   setpgid(pid, pid);  // as the child does: whichever runs first
-  close(out[1]);
-  close(err[1]);
-  rank.out = UniqueFd(out[0]);
-  rank.err = UniqueFd(err[0]);
+  rank.out = std::move(out.read);
+  rank.err = std::move(err.read);
   rank.pid = pid;
   rank.running = true;
 }
@@ -156,13 +180,16 @@ void drain(UniqueFd& fd, RankOutput& lines) {
 
 class Supervisor {
  public:
-  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace) : ranks_(ranks), grace_(grace) {}
+  /// @p exits: a signalfd of SIGCHLD.
+  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace, const UniqueFd& exits)
+      : ranks_(ranks), grace_(grace), exits_(exits) {}
 
   int run() {
     std::optional<Clock::time_point> all_exited;
     while (true) {
       forward_signal();
       pump_output();
+      check_output();
       reap();
       if (stop_at_ && Clock::now() >= *stop_at_ && !killed_) {
         signal_all(ranks_, SIGKILL);
@@ -211,45 +238,98 @@ class Supervisor {
     if (!stop_at_) stop_at_ = Clock::now() + grace_;
   }
 
+  // A reader of our output that went away (`| head`): the ranks are stopped as after a failure, and the
+  // code is 128 + SIGPIPE (unless a failure came first).
+  void check_output() {
+    if (output_closed_) return;
+    for (const Rank& rank : ranks_) {
+      const char* which = rank.out_lines.closed() ? "output" : rank.err_lines.closed() ? "error" : nullptr;
+      if (which == nullptr) continue;
+      output_closed_ = true;
+      if (signal_ == 0) signal_ = SIGPIPE;
+      std::fprintf(stderr, "gpuxfer launch: its standard %s is closed; stopping the ranks\n", which);
+      stop_others();
+      return;
+    }
+  }
+
+  // Waits (at most 50 ms) for output, an exit or a signal; moves the output into its lines.
   void pump_output() {
-    std::vector<pollfd> fds;
+    std::vector<pollfd> fds{{exits_.get(), POLLIN, 0}};
     std::vector<std::pair<UniqueFd*, RankOutput*>> sources;
     for (Rank& rank : ranks_) {
       if (rank.out) sources.emplace_back(&rank.out, &rank.out_lines);
       if (rank.err) sources.emplace_back(&rank.err, &rank.err_lines);
     }
     for (const auto& source : sources) fds.push_back({source.first->get(), POLLIN, 0});
-    if (fds.empty()) {
-      usleep(20000);  // only exits left to wait for
-      return;
-    }
     if (poll(fds.data(), fds.size(), 50) <= 0) return;
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) drain(*sources[i].first, *sources[i].second);
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) drain(*sources[i - 1].first, *sources[i - 1].second);
     }
   }
 
+  // The exit the kernel reported first, then the others, one at a time, until none is left: the first
+  // failure is the one that happened first, not the lowest rank among those that exited since the last pass.
   void reap() {
+    int status = 0;
+    while (true) {
+      signalfd_siginfo info{};
+      if (read(exits_.get(), &info, sizeof(info)) == sizeof(info)) {
+        // While one SIGCHLD is pending the kernel drops the later ones: this is the first exit since the
+        // last read.
+        const auto pid = static_cast<pid_t>(info.ssi_pid);
+        if (waitpid(pid, &status, WNOHANG) == pid) exited(pid, status);
+        continue;
+      }
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid > 0) {
+        exited(pid, status);
+        continue;
+      }
+      if (pid < 0 && errno == ECHILD) lost();
+      return;
+    }
+  }
+
+  void exited(pid_t pid, int status) {
     for (Rank& rank : ranks_) {
-      if (!rank.running) continue;
-      int status = 0;
-      if (waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      if (rank.pid != pid || !rank.running) continue;
       rank.running = false;
       const int code = exit_code(status);
-      if (code == 0 || first_failure_ || stop_at_) continue;
-      first_failure_ = code;
-      std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
-                   rank.index, code);
-      stop_others();
+      if (code != 0) failed(rank, code);
     }
+  }
+
+  // Ranks something else reaped, their exit statuses lost: each counts as a failure.
+  void lost() {
+    for (Rank& rank : ranks_) {
+      if (!rank.running) continue;
+      rank.running = false;
+      std::fprintf(stderr, "gpuxfer launch: rank %d is gone, its exit status lost\n", rank.index);
+      failed(rank, 1);
+    }
+  }
+
+  // The first failure stops the others and gives its code; every later one is named too.
+  void failed(const Rank& rank, int code) {
+    if (first_failure_ || stop_at_) {
+      std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d\n", rank.index, code);
+      return;
+    }
+    first_failure_ = code;
+    std::fprintf(stderr, "gpuxfer launch: rank %d exited with code %d; stopping the other ranks\n",
+                 rank.index, code);
+    stop_others();
   }
 
   std::vector<Rank>& ranks_;
   std::chrono::milliseconds grace_;
+  const UniqueFd& exits_;
   std::optional<int> first_failure_;
   std::optional<Clock::time_point> stop_at_;
   bool killed_ = false;
-  int signal_ = 0;
+  bool output_closed_ = false;
+  int signal_ = 0;  // passed on, or SIGPIPE: the code is 128 + it without a failure
 };
 
 }  // namespace
@@ -264,21 +344,51 @@ int run_launch(const LaunchArgs& args) {
     throw Error(Errc::invalid_option,
                 "gpuxfer launch: -n " + std::to_string(args.ranks) + ": at least 1 process");
   }
-  if (!(args.grace_seconds >= 0))
-    throw Error(Errc::invalid_option, "gpuxfer launch: --grace must be 0 or more seconds");
+  if (!(args.grace_seconds >= 0 && args.grace_seconds <= max_grace_seconds)) {
+    char given[32];
+    std::snprintf(given, sizeof(given), "%g", args.grace_seconds);
+    throw Error(Errc::invalid_option, std::string("gpuxfer launch: --grace ") + given + ": 0 to " +
+                                          std::to_string(static_cast<int>(max_grace_seconds)) +
+                                          " seconds (a day)");
+  }
+
+  // The ranks' exits come from a signalfd, which tells which came first. SIGCHLD is blocked before the
+  // first thread (CUDA's) starts, or a thread that does not block it would take and drop it; a SIG_IGN
+  // inherited from whoever started us would have the kernel reap the ranks, their exit codes lost.
+  // SIGPIPE is blocked (not ignored: the ranks get our mask as it was, and SIG_IGN would pass on to them),
+  // so that a reader of our output that goes away is EPIPE, and we stop the ranks.
+  std::signal(SIGCHLD, SIG_DFL);
+  sigset_t child_exits;
+  sigemptyset(&child_exits);
+  sigaddset(&child_exits, SIGCHLD);
+  sigset_t blocked = child_exits;
+  sigaddset(&blocked, SIGPIPE);
+  sigset_t entry_mask;
+  pthread_sigmask(SIG_BLOCK, &blocked, &entry_mask);
+  const UniqueFd exits(signalfd(-1, &child_exits, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!exits)
+    throw Error(Errc::invalid_argument,
+                std::string("gpuxfer launch: signalfd failed: ") + std::strerror(errno));
+
   const int world = args.ranks_given ? args.ranks : visible_gpus();
   const int port = detail::pick_free_port("127.0.0.1");
 
+  // A signal ignored when we start (nohup, a shell's trap "" or `&`) stays ignored, for us and the ranks,
+  // and is not passed on.
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  for (const int signal : forwarded_signals) sigaction(signal, &action, nullptr);
+  for (const int signal : forwarded_signals) {
+    struct sigaction entry {};
+    if (sigaction(signal, nullptr, &entry) == 0 && entry.sa_handler == SIG_IGN) continue;
+    sigaction(signal, &action, nullptr);
+  }
 
   std::vector<Rank> ranks;
   ranks.reserve(static_cast<std::size_t>(world));
   for (int i = 0; i < world; ++i) ranks.emplace_back(i);
   try {
-    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command);
+    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command, entry_mask);
   } catch (...) {
     signal_all(ranks, SIGKILL);
     for (Rank& rank : ranks) {
@@ -287,7 +397,7 @@ int run_launch(const LaunchArgs& args) {
     throw;
   }
   const auto grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
-  return Supervisor(ranks, grace).run();
+  return Supervisor(ranks, grace, exits).run();
 }
 
 }  // namespace gpuxfer::cli

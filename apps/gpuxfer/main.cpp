@@ -73,7 +73,8 @@ int dispatch(int argc, char** argv) {
       "code");
   launch_cmd->add_option("-n,--nproc", launch.ranks, "Processes to start (default: one per visible GPU)");
   launch_cmd
-      ->add_option("--grace", launch.grace_seconds, "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->add_option("--grace", launch.grace_seconds,
+                   "Seconds between SIGTERM and SIGKILL when stopping ranks (0 to 86400)")
       ->capture_default_str();
   launch_cmd->add_flag("--node-per-rank", launch.node_per_rank,
                        "Give each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations take the "

@@ -1,5 +1,7 @@
 #include "rank_output.hpp"
 
+#include <cerrno>
+
 namespace gpuxfer::cli {
 
 // A line longer than this is cut into pieces, each prefixed: a rank that never writes a newline must not
@@ -34,9 +36,10 @@ void RankOutput::finish() {
 }
 
 void RankOutput::write_line(std::string_view line) {
+  if (closed_) return;
   const std::string text = prefix_ + std::string(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), out_);
-  std::fflush(out_);
+  if (std::fflush(out_) != 0 && errno == EPIPE) closed_ = true;
 }
 
 }  // namespace gpuxfer::cli

@@ -18,6 +18,8 @@ class RankOutput {
   void feed(std::string_view bytes);
   /// Writes what is left (a last line without its newline), with a newline.
   void finish();
+  /// The reader of @p out went away (a write failed with EPIPE): nothing is written any more.
+  [[nodiscard]] bool closed() const { return closed_; }
 
  private:
   void write_line(std::string_view line);
@@ -25,6 +27,7 @@ class RankOutput {
   std::string prefix_;
   std::FILE* out_;
   std::string partial_;
+  bool closed_ = false;
 };
 
 }  // namespace gpuxfer::cli

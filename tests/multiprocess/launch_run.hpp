@@ -16,13 +16,11 @@ struct LaunchRun {
   std::chrono::steady_clock::duration took{};
 };
 
-/// Runs @p arguments after `@p cli launch` through the shell, bounded by coreutils' timeout. @p prefix
-/// goes before the command (variables, a wrapper).
-inline LaunchRun launch(const std::string& cli, const std::string& arguments, const std::string& prefix = "") {
-  const std::string command = prefix + " timeout -s KILL 60 '" + cli + "' launch " + arguments + " 2>&1";
+/// Runs the shell command @p command, its stdout and stderr together, and waits for it; the caller bounds it.
+inline LaunchRun run_shell(const std::string& command) {
   const auto start = std::chrono::steady_clock::now();
   LaunchRun run;
-  FILE* pipe = popen(command.c_str(), "r");
+  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
   if (pipe == nullptr) return run;
   char buffer[4096];
   std::size_t got = 0;
@@ -31,6 +29,13 @@ inline LaunchRun launch(const std::string& cli, const std::string& arguments, co
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.took = std::chrono::steady_clock::now() - start;
   return run;
+}
+
+/// Runs @p arguments after `@p cli launch` through the shell, bounded by coreutils' timeout. @p prefix
+/// goes before the command (variables, a wrapper).
+inline LaunchRun launch(const std::string& cli, const std::string& arguments,
+                        const std::string& prefix = "") {
+  return run_shell(prefix + " timeout -s KILL 60 '" + cli + "' launch " + arguments);
 }
 
 inline bool has(const LaunchRun& run, const std::string& text) { return run.output.find(text) != std::string::npos; }

@@ -1,14 +1,21 @@
 // `gpuxfer launch` end to end, starting rank_probe: every line prefixed by its rank, the job's variables
 // set and CUDA_VISIBLE_DEVICES left alone, a rendezvous between the ranks it started, the first failing
 // exit code returned with the other ranks stopped (SIGTERM, then SIGKILL), signals passed on.
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include "job.hpp"
 #include "launch_run.hpp"
 
 namespace {
@@ -102,6 +109,83 @@ TEST(GpuxferLaunch, PassesSignalsOn) {
   EXPECT_NE(output.find("rc=143"), std::string::npos) << output;
 }
 
+// A parent that ignores SIGCHLD passes SIG_IGN on through exec; the launcher must still wait for its ranks
+// and see their exit codes (perl sets it: Debian's perl-base is everywhere the tests run).
+TEST(GpuxferLaunch, WaitsForItsRanksWhenStartedWithSigchldIgnored) {
+  const gpuxfer::test::LaunchRun run = gpuxfer::test::run_shell(
+      "timeout -s KILL 20 perl -e '$SIG{CHLD} = \"IGNORE\"; exec @ARGV' '" GPUXFER_CLI
+      "' launch -n 2 -- sh -c 'exit 3'");
+  EXPECT_EQ(run.code, 3) << run.output;
+  EXPECT_LT(run.took, 10s) << run.output;
+}
+
+// Rank 1 fails with 5; rank 0, reading a FIFO that rank 1 holds open, fails with 3 30 ms later (cat sees EOF
+// as rank 1 exits). Rank 1's output is closed long before, so that only its exit tells. The code is the first
+// failure's, 5, and the launcher names every rank that failed. (Rank 0 failing at once can really exit
+// first: the cat it wakes may preempt rank 1 before rank 1 is a zombie; then 3 is right.)
+TEST(GpuxferLaunch, TheFirstFailureWinsOverOneThatFollowsSoon) {
+  const gpuxfer::test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string fifo = dir.path() + "/fifo";
+  const std::string ranks =
+      "sh -c 'if [ \"$GPUXFER_RANK\" = 1 ]; then exec 3>\"$0\" >/dev/null 2>&1; sleep 0.3; exit 5; fi; "
+      "cat \"$0\"; sleep 0.03; exit 3' '" +
+      fifo + "'";
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::remove(fifo.c_str());
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const LaunchRun run = launch("-n 2 -- " + ranks);
+    ASSERT_EQ(run.code, 5) << "attempt " << attempt << ":\n" << run.output;
+    EXPECT_TRUE(has(run, "rank 1 exited with code 5; stopping the other ranks")) << run.output;
+    EXPECT_TRUE(has(run, "rank 0 exited with code ")) << run.output;
+  }
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Launch's stdout closed early (`| head -n 1`): it stops every rank, also one that never writes and would
+// otherwise run on without it, and exits with 128 + SIGPIPE, saying why.
+TEST(GpuxferLaunch, StopsTheRanksWhenItsOutputIsClosed) {
+  const gpuxfer::test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string ranks =
+      "sh -c 'echo $$ > \"$0/$GPUXFER_RANK.pid\"; if [ \"$GPUXFER_RANK\" = 0 ]; then while echo line; do "
+      "sleep "
+      "0.01; done; fi; exec sleep 30' '" +
+      dir.path() + "'";
+  const LaunchRun run =
+      gpuxfer::test::run_shell("(timeout -s KILL 20 '" GPUXFER_CLI "' launch -n 2 -- " + ranks + " 2>'" +
+                               dir.path() + "/err'; echo $? > '" + dir.path() + "/rc') | head -n 1");
+  EXPECT_EQ(run.output, "[0] line\n");
+  EXPECT_EQ(file_text(dir.path() + "/rc"), "141\n");
+  EXPECT_NE(file_text(dir.path() + "/err").find("its standard output is closed; stopping the ranks"),
+            std::string::npos)
+      << file_text(dir.path() + "/err");
+  EXPECT_LT(run.took, 10s);
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = std::atoi(file_text(dir.path() + "/" + std::to_string(rank) + ".pid").c_str());
+    ASSERT_GT(pid, 0) << "rank " << rank << " wrote no pid";
+    EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "rank " << rank << " (pid " << pid << ") runs on";
+    if (kill(pid, 0) == 0) kill(-pid, SIGKILL);  // its process group, so as not to leave it behind
+  }
+}
+
+// Started with SIGHUP ignored (nohup, or a shell's trap ""), the launcher leaves it ignored, for itself and
+// for its ranks, and does not pass it on; SIGTERM still is.
+TEST(GpuxferLaunch, LeavesASignalIgnoredOnEntryAlone) {
+  const LaunchRun run = gpuxfer::test::run_shell(
+      "timeout -s KILL 60 sh -c 'trap \"\" HUP; \"$0\" launch -n 2 -- \"$1\" wait & pid=$!; sleep 1; "
+      "kill -HUP $pid; sleep 0.5; kill -TERM $pid; wait $pid; echo rc=$?' '" GPUXFER_CLI "' '" RANK_PROBE
+      "'");
+  EXPECT_FALSE(has(run, "passing signal 1 on")) << run.output;
+  EXPECT_TRUE(has(run, "[0] got signal 15")) << run.output;
+  EXPECT_TRUE(has(run, "[1] got signal 15")) << run.output;
+  EXPECT_TRUE(has(run, "rc=143")) << run.output;
+}
+
 TEST(GpuxferLaunch, AProgramThatCannotRun) {
   const LaunchRun run = launch("-n 2 -- /nonexistent/gpuxfer-program");
   EXPECT_EQ(run.code, 127) << run.output;
@@ -115,6 +199,30 @@ TEST(GpuxferLaunch, BadArguments) {
   const LaunchRun zero = launch("-n 0 -- true");
   EXPECT_EQ(zero.code, 1) << zero.output;
   EXPECT_TRUE(has(zero, "-n 0")) << zero.output;
+}
+
+// A rank has the launcher's descriptors only as its caller gave them (here: the probe run straight from the
+// same shell), with 0, 1 and 2 replaced: none of the launcher's own (/dev/null, its pipes) leaks into it.
+TEST(GpuxferLaunch, RanksGetNoDescriptorOfTheLauncher) {
+  const LaunchRun run = gpuxfer::test::run_shell(
+      probe + " fds; timeout -s KILL 60 '" GPUXFER_CLI "' launch -n 2 -- " + probe + " fds");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::size_t end = run.output.find('\n');
+  ASSERT_TRUE(run.output.starts_with("fds 0 1 2") && end != std::string::npos) << run.output;
+  const std::string fds = run.output.substr(0, end + 1);
+  EXPECT_TRUE(has(run, "[0] " + fds)) << "the caller's: " << fds << run.output;
+  EXPECT_TRUE(has(run, "[1] " + fds)) << "the caller's: " << fds << run.output;
+}
+
+// --grace takes 0 to a day: inf or 1e300 once overflowed the conversion to milliseconds (a SIGKILL at once).
+TEST(GpuxferLaunch, AGraceOfMoreThanADayIsRefused) {
+  for (const std::string grace : {"inf", "1e300", "86401", "-1", "nan"}) {
+    const LaunchRun run = launch("--grace " + grace + " -n 1 -- true");
+    EXPECT_EQ(run.code, 1) << grace << ": " << run.output;
+    EXPECT_TRUE(has(run, "gpuxfer: invalid_option: gpuxfer launch: --grace ")) << grace << ": " << run.output;
+    EXPECT_TRUE(has(run, ": 0 to 86400 seconds")) << grace << ": " << run.output;
+  }
+  EXPECT_EQ(launch("--grace 86400 -n 1 -- true").code, 0);
 }
 
 }  // namespace

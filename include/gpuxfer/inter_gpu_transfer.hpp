@@ -29,7 +29,7 @@ struct TransferState;
 /// Ordering, all of it on the GPU (no host waits):
 ///  - A registered buffer belongs to the stream that registered it (set_device_buffer's producer, the
 ///    legacy default stream when omitted). Every operation on the buffer first waits for the work queued
-///    on that stream at the time of the operation, and the stream waits for the operation's reads and
+///    on that stream when the operation starts, and the stream waits for the operation's reads and
 ///    writes of the buffer before its later work: "compute, register, gather, compute again" on one
 ///    stream needs no synchronisation. The stream must outlive the registration.
 ///  - gpuxfer's own operations are ordered per buffer: one that writes a buffer waits for gpuxfer's last
@@ -72,8 +72,12 @@ class InterGpuTransfer {
   [[nodiscard]] const std::shared_ptr<MultiGpuManager>& manager() const noexcept;
 
   /// Registers the buffer produced on device @p device_idx: @p size_bytes bytes at device pointer @p ptr.
-  /// Later operations wait for the work queued on @p producer (the legacy default stream when omitted)
-  /// at the time of this call. Replaces any earlier registration of the device.
+  /// The buffer then belongs to @p producer (the legacy default stream when omitted; it must be a stream
+  /// of that device and outlive the registration): each later operation on the buffer waits for the work
+  /// queued on @p producer when that operation starts, and @p producer's later work waits for the
+  /// operation's reads and writes of the buffer. Replaces any earlier registration of the device; the same
+  /// pointer registered again stays ordered after gpuxfer's work still in flight on it.
+  /// @throws Error(Errc::invalid_argument) when @p producer belongs to another device
   /// @throws Error(Errc::invalid_buffer) when @p device_idx is out of range, @p ptr is null, a host or
   ///         unknown pointer, memory of another device, or @p size_bytes passes the end of its allocation
   void set_device_buffer(std::size_t device_idx, void* ptr, std::size_t size_bytes);

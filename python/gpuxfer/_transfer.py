@@ -58,10 +58,12 @@ class Transfer(_gpuxfer._Transfer):
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
-        device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
-        ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
-        stream ``__cuda_array_interface__`` names, else the legacy default stream; where that interface
-        names another stream, that one first waits (on the GPU) for it. The registration keeps ``tensor``
+        device) as device ``device``'s buffer, which then belongs to ``stream``: each later operation on it
+        waits for the work queued on ``stream`` when that operation starts, and ``stream``'s later work
+        waits for the operation's reads and writes of it. ``None`` means the producer's: torch's or cupy's
+        current stream on the tensor's device, else the stream ``__cuda_array_interface__`` names, else the
+        legacy default stream; where that interface names another stream, that one first waits (on the GPU)
+        for it. The registration keeps ``tensor``
         and the stream object (not an int handle) alive until it is replaced or cleared. A read-only
         ``tensor`` is refused: broadcasts and copies write registered buffers."""
         memory = device_memory(tensor, writes="set_device_buffer (broadcasts and copies write it)")

@@ -21,9 +21,9 @@ class Transfer(_gpuxfer._Transfer):
     Thread-safe; every blocking call releases the GIL. A registered tensor is kept alive until it is
     replaced or cleared and no operation that may read it is in flight.
 
-    Every operation has a stream-ordered form, asked for with the keyword ``stream=`` (a
-    ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an
-    object with ``__cuda_stream__``; left out, the operation is the blocking or handle form, never on a
+    Every gather, copy and broadcast but ``gather_blocking`` has a stream-ordered form, asked for with the
+    keyword-only ``stream=`` (a ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the
+    legacy default stream, or an object with ``__cuda_stream__``; left out, the operation is the blocking or handle form, never on a
     default stream). It starts after the work already queued on ``stream``, ``stream``'s later work waits
     for it, and it returns once queued (into pageable host memory, once the bytes are there; from it, once
     host threads have staged them in pinned memory, without waiting for ``stream`` when they fit the

@@ -126,8 +126,10 @@ class InterGpuTransfer {
   /// from pageable memory it returns once host threads have staged every byte, as copy_buffer_async.
   void broadcast_async(std::span<const std::byte> data, cudaStream_t stream,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
-  /// broadcast_async with one stream per device: device i is written after @p streams[i]'s earlier work
-  /// and every one of the streams waits for the whole broadcast.
+  /// broadcast_async with one stream per device (@p streams[i] of device i, as many as devices; null is
+  /// the legacy default stream): device i is written after @p streams[i]'s earlier work, and each of the
+  /// streams (a broadcast writes every device) waits for the whole broadcast.
+  /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
   void broadcast_async(std::span<const std::byte> data, std::span<const cudaStream_t> streams,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
 
@@ -148,8 +150,10 @@ class InterGpuTransfer {
   /// also completes then). Not capturable (the results are leased at each call): capture
   /// gather_into_async into pinned memory.
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, cudaStream_t stream);
-  /// gather_async with one stream per device (@p streams[i] of device i, as many as devices): device i's
-  /// read starts after @p streams[i]'s earlier work, and every one of the streams waits for the gather.
+  /// gather_async with one stream per device (@p streams[i] of device i, as many as devices; null is the
+  /// legacy default stream): device i's read starts after @p streams[i]'s earlier work, and the streams of
+  /// the devices read (those with a non-empty buffer, @p dst_device skipped) wait for the whole gather;
+  /// the others neither wait nor are waited for.
   /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, std::span<const cudaStream_t> streams);
 

@@ -29,7 +29,7 @@ struct TransferState;
 /// Ordering, all of it on the GPU (no host waits):
 ///  - A registered buffer belongs to the stream that registered it (set_device_buffer's producer, the
 ///    legacy default stream when omitted). Every operation on the buffer first waits for the work queued
-///    on that stream at the time of the operation, and the stream waits for the operation's reads and
+///    on that stream when the operation starts, and the stream waits for the operation's reads and
 ///    writes of the buffer before its later work: "compute, register, gather, compute again" on one
 ///    stream needs no synchronisation. The stream must outlive the registration.
 ///  - gpuxfer's own operations are ordered per buffer: one that writes a buffer waits for gpuxfer's last
@@ -72,8 +72,12 @@ class InterGpuTransfer {
   [[nodiscard]] const std::shared_ptr<MultiGpuManager>& manager() const noexcept;
 
   /// Registers the buffer produced on device @p device_idx: @p size_bytes bytes at device pointer @p ptr.
-  /// Later operations wait for the work queued on @p producer (the legacy default stream when omitted)
-  /// at the time of this call. Replaces any earlier registration of the device.
+  /// The buffer then belongs to @p producer (the legacy default stream when omitted; it must be a stream
+  /// of that device and outlive the registration): each later operation on the buffer waits for the work
+  /// queued on @p producer when that operation starts, and @p producer's later work waits for the
+  /// operation's reads and writes of the buffer. Replaces any earlier registration of the device; the same
+  /// pointer registered again stays ordered after gpuxfer's work still in flight on it.
+  /// @throws Error(Errc::invalid_argument) when @p producer belongs to another device
   /// @throws Error(Errc::invalid_buffer) when @p device_idx is out of range, @p ptr is null, a host or
   ///         unknown pointer, memory of another device, or @p size_bytes passes the end of its allocation
   void set_device_buffer(std::size_t device_idx, void* ptr, std::size_t size_bytes);
@@ -122,8 +126,10 @@ class InterGpuTransfer {
   /// from pageable memory it returns once host threads have staged every byte, as copy_buffer_async.
   void broadcast_async(std::span<const std::byte> data, cudaStream_t stream,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
-  /// broadcast_async with one stream per device: device i is written after @p streams[i]'s earlier work
-  /// and every one of the streams waits for the whole broadcast.
+  /// broadcast_async with one stream per device (@p streams[i] of device i, as many as devices; null is
+  /// the legacy default stream): device i is written after @p streams[i]'s earlier work, and each of the
+  /// streams (a broadcast writes every device) waits for the whole broadcast.
+  /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
   void broadcast_async(std::span<const std::byte> data, std::span<const cudaStream_t> streams,
                        HostBroadcastPath path = HostBroadcastPath::automatic);
 
@@ -144,8 +150,10 @@ class InterGpuTransfer {
   /// also completes then). Not capturable (the results are leased at each call): capture
   /// gather_into_async into pinned memory.
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, cudaStream_t stream);
-  /// gather_async with one stream per device (@p streams[i] of device i, as many as devices): device i's
-  /// read starts after @p streams[i]'s earlier work, and every one of the streams waits for the gather.
+  /// gather_async with one stream per device (@p streams[i] of device i, as many as devices; null is the
+  /// legacy default stream): device i's read starts after @p streams[i]'s earlier work, and the streams of
+  /// the devices read (those with a non-empty buffer, @p dst_device skipped) wait for the whole gather;
+  /// the others neither wait nor are waited for.
   /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, std::span<const cudaStream_t> streams);
 

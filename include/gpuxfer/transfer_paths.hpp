@@ -20,7 +20,8 @@ enum class HostBroadcastPath {
 
 /// Path of a broadcast from one device's buffer to every other device.
 enum class DeviceBroadcastPath {
-  automatic,  ///< nccl when available, else peer
+  automatic,  ///< peer for two devices with peer access between them (one direct copy); else nccl when
+              ///< available, else peer
   nccl,       ///< ncclBroadcast on the manager's cached communicators; Errc::unsupported without NCCL
   peer,       ///< peer copies (host-staged where a pair has no peer access)
 };

@@ -21,13 +21,13 @@ class Transfer(_gpuxfer._Transfer):
     Thread-safe; every blocking call releases the GIL. A registered tensor is kept alive until it is
     replaced or cleared and no operation that may read it is in flight.
 
-    Every operation has a stream-ordered form, asked for with the keyword ``stream=`` (a
-    ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an
-    object with ``__cuda_stream__``; left out, the operation is the blocking or handle form, never on a
-    default stream). It starts after the work already queued on ``stream``, ``stream``'s later work waits
-    for it, and it returns once queued (into pageable host memory, once the bytes are there; from it, once
-    host threads have staged them in pinned memory, without waiting for ``stream`` when they fit the
-    call's staging ring, 64 MiB with 8 host threads: see the README).
+    Every gather, copy and broadcast but ``gather_blocking`` has a stream-ordered form, asked for with the
+    keyword-only ``stream=`` (a ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the
+    legacy default stream, or an object with ``__cuda_stream__``; left out, the operation is the blocking
+    or handle form, never on a default stream). It starts after the work already queued on ``stream``,
+    ``stream``'s later work waits for it, and it returns once queued (into pageable host memory, once the
+    bytes are there; from it, once host threads have staged them in pinned memory, without waiting for
+    ``stream`` when they fit the call's staging ring, 64 MiB with 8 host threads: see the README).
     What it uses (host arrays, caller tensors, the registered tensors) is kept alive by the Transfer until
     ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
     before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory
@@ -58,12 +58,14 @@ class Transfer(_gpuxfer._Transfer):
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
         """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
-        device) as device ``device``'s buffer. Later operations wait for the work queued on ``stream`` now.
-        ``None`` means the producer's: torch's or cupy's current stream on the tensor's device, else the
-        stream ``__cuda_array_interface__`` names, else the legacy default stream; where that interface
-        names another stream, that one first waits (on the GPU) for it. The registration keeps ``tensor``
-        and the stream object (not an int handle) alive until it is replaced or cleared. A read-only
-        ``tensor`` is refused: broadcasts and copies write registered buffers."""
+        device) as device ``device``'s buffer, which then belongs to ``stream``: each later operation on it
+        waits for the work queued on ``stream`` when that operation starts, and ``stream``'s later work
+        waits for the operation's reads and writes of it. ``None`` means the producer's: torch's or cupy's
+        current stream on the tensor's device, else the stream ``__cuda_array_interface__`` names, else the
+        legacy default stream; where that interface names another stream, that one first waits (on the GPU)
+        for it. The registration keeps ``tensor`` and the stream object (not an int handle) alive until it is
+        replaced or cleared. A read-only ``tensor`` is refused: broadcasts and copies write registered
+        buffers."""
         memory = device_memory(tensor, writes="set_device_buffer (broadcasts and copies write it)")
         if stream is None:
             stream = current_stream_of(tensor)

@@ -151,9 +151,9 @@ class InterGpuTransfer {
   /// gather_into_async into pinned memory.
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, cudaStream_t stream);
   /// gather_async with one stream per device (@p streams[i] of device i, as many as devices; null is the
-  /// legacy default stream): device i's read starts after @p streams[i]'s earlier work, and the streams of
-  /// the devices read (those with a non-empty buffer, @p dst_device skipped) wait for the whole gather;
-  /// the others neither wait nor are waited for.
+  /// legacy default stream): device i's read starts after @p streams[i]'s earlier work, and every stream
+  /// of the list waits for the whole gather, @p dst_device's and those of devices with nothing
+  /// registered too (their earlier work is not waited for: nothing of theirs is read).
   /// @throws Error(Errc::invalid_argument) for a wrong count or a stream of another device
   [[nodiscard]] GatherHandle gather_async(std::size_t dst_device, std::span<const cudaStream_t> streams);
 

@@ -28,6 +28,7 @@
 //   others create their
 //                    Communicator, which must fail (exit 1, printing the error)
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,19 +66,39 @@ std::uint64_t seed_of(int rank, std::size_t bytes) { return gpuxfer::pattern::se
 struct Checker {
   Communicator& comm;
   int checks = 0;
-  std::string first_failure;
+  std::vector<std::string> failures;  ///< the first few, in order
   std::uint64_t gathers = 0;  ///< gather_to_host calls so far (the same on every rank): each call's bytes differ
+  std::chrono::steady_clock::time_point produced{};  ///< when the last slow producer was queued
+  double producer_queue_ms = 0;                      ///< how long queueing it took on the host
 
+  explicit Checker(Communicator& c) : comm(c) {}
+
+  void fail(std::string message) {
+    if (failures.size() < 12) failures.push_back(std::move(message));
+  }
   // A slow producer's spin before a stream-ordered call on @p root's behalf: on the other ranks only (in a
   // world of one, on the root), so that the root's stream can be past its own work long before theirs.
   std::uint64_t producer_ns(int root) const {
     return comm.world_size() == 1 || comm.rank() != root ? long_ns : 0;
   }
+  // fill_device_slow, timed: expect_not_waited says how long the host spent since.
+  void produce(void* dst, std::size_t bytes, std::uint64_t seed, std::uint64_t spin_ns, cudaStream_t stream) {
+    const auto start = std::chrono::steady_clock::now();
+    gpuxfer::pattern::fill_device_slow(dst, bytes, seed, spin_ns, stream);
+    produced = std::chrono::steady_clock::now();
+    producer_queue_ms = std::chrono::duration<double, std::milli>(produced - start).count();
+  }
   // After a stream-ordered call behind a producer: it returned without waiting for that work.
   void expect_not_waited(cudaStream_t stream, const std::string& what) {
     ++checks;
-    if (cudaStreamQuery(stream) != cudaErrorNotReady && first_failure.empty())
-      first_failure = what + ": returned only after the work queued before it on its stream";
+    if (cudaStreamQuery(stream) == cudaErrorNotReady) return;
+    const double since =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - produced).count();
+    char times[160];
+    std::snprintf(times, sizeof times,
+                  " (queueing the producer took %.2f ms, the call %.2f ms, the producer %.0f ms)",
+                  producer_queue_ms, since, static_cast<double>(long_ns) / 1e6);
+    fail(what + ": returned only after the work queued before it on its stream" + times);
   }
 
   // Device memory of @p bytes (+ 64 bytes of tail that must stay poisoned), poisoned or patterned.
@@ -98,11 +119,11 @@ struct Checker {
               const std::string& what) {
     ++checks;
     const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(std::span(got).subspan(at, bytes), seed);
-    if (wrong != 0 && first_failure.empty()) first_failure = what + ": " + std::to_string(wrong) + " wrong bytes";
+    if (wrong != 0) fail(what + ": " + std::to_string(wrong) + " wrong bytes");
   }
   void expect_tail(const std::vector<std::byte>& got, std::size_t end, const std::string& what) {
     for (std::size_t i = end; i < end + 64; ++i) {
-      if (got[i] != poison && first_failure.empty()) first_failure = what + ": wrote past the end";
+      if (got[i] != poison) return fail(what + ": wrote past the end");
     }
   }
   std::uint64_t seed(int rank, std::size_t bytes) const { return seed_of(rank, bytes); }
@@ -133,13 +154,13 @@ struct Checker {
                               : comm.gather(send.get(), mine, recv.get(), total, root);
     if (async) comm.synchronize(stream);
     ++checks;
-    if (pieces.size() != static_cast<std::size_t>(comm.world_size()) && first_failure.empty())
-      first_failure = what + ": " + std::to_string(pieces.size()) + " pieces";
+    if (pieces.size() != static_cast<std::size_t>(comm.world_size()))
+      fail(what + ": " + std::to_string(pieces.size()) + " pieces");
     if (comm.rank() != root) return;
     const auto got = read(recv);
     std::size_t offset = 0;
     for (int r = 0; r < comm.world_size(); ++r) {
-      if (pieces[r].offset != offset || pieces[r].size != size_of(r)) first_failure = what + ": wrong piece";
+      if (pieces[r].offset != offset || pieces[r].size != size_of(r)) fail(what + ": wrong piece");
       expect(got, offset, size_of(r), seed(r, size_of(r)), what + ", rank " + std::to_string(r) + "'s part");
       offset += size_of(r);
     }
@@ -162,36 +183,35 @@ struct Checker {
     const std::uint64_t salt = 1 + 100 * ++gathers;  // a reused segment holds another call's bytes
     if (async) {
       const std::uint64_t spin = producer_ns(root);
-      if (mine > 0) gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + salt, spin, stream);
+      if (mine > 0) produce(send.get(), mine, seed(comm.rank(), mine) + salt, spin, stream);
       out = comm.gather_to_host_async(send.get(), mine, root, stream);
       if (mine > 0 && spin > 0) expect_not_waited(stream, what);
       if (mine > 0) cuda_check(cudaMemsetAsync(send.get(), static_cast<int>(poison), mine, stream), "poison");
       comm.synchronize(stream);
     } else {
       // A kernel, not a copy from pageable memory, which may wait on the host for the stream's earlier work.
-      if (mine > 0)
-        gpuxfer::pattern::fill_device_slow(send.get(), mine, seed(comm.rank(), mine) + salt, long_ns, 0);
+      if (mine > 0) produce(send.get(), mine, seed(comm.rank(), mine) + salt, long_ns, 0);
       out = comm.gather_to_host(send.get(), mine, root);
       cuda_check(cudaStreamSynchronize(0), "the fill");
     }
     ++checks;
     if (comm.rank() != root) {
-      if (!out.empty() && first_failure.empty()) first_failure = what + ": a non-root rank got buffers";
+      if (!out.empty()) fail(what + ": a non-root rank got buffers");
       return;
     }
     if (out.size() != static_cast<std::size_t>(comm.world_size())) {
-      if (first_failure.empty()) first_failure = what + ": " + std::to_string(out.size()) + " buffers";
+      fail(what + ": " + std::to_string(out.size()) + " buffers");
       return;
     }
     for (int r = 0; r < comm.world_size(); ++r) {
       ++checks;
       const std::string part = what + ", rank " + std::to_string(r) + "'s buffer";
       if (out[r].size() != size_of(r)) {
-        if (first_failure.empty()) first_failure = part + ": " + std::to_string(out[r].size()) + " bytes";
+        fail(part + ": " + std::to_string(out[r].size()) + " bytes");
         continue;
       }
       const std::size_t wrong = gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(r, size_of(r)) + salt);
-      if (wrong != 0 && first_failure.empty()) first_failure = part + ": " + std::to_string(wrong) + " wrong bytes";
+      if (wrong != 0) fail(part + ": " + std::to_string(wrong) + " wrong bytes");
     }
   }
 
@@ -210,7 +230,7 @@ struct Checker {
                                                        std::uint64_t spin_ns, cudaStream_t stream,
                                                        DeviceMemory& send) {
     send = DeviceMemory(comm.device(), bytes);
-    gpuxfer::pattern::fill_device_slow(send.get(), bytes, seed(comm.rank(), bytes) + salt, spin_ns, stream);
+    produce(send.get(), bytes, seed(comm.rank(), bytes) + salt, spin_ns, stream);
     return comm.gather_to_host_async(send.get(), bytes, root, stream);
   }
   // On the root: @p out holds every rank's bytes of gather_salted(bytes, root, salt).
@@ -219,7 +239,7 @@ struct Checker {
     if (comm.rank() != root) return;
     ++checks;
     if (out.size() != static_cast<std::size_t>(comm.world_size())) {
-      if (first_failure.empty()) first_failure = what + ": " + std::to_string(out.size()) + " buffers";
+      fail(what + ": " + std::to_string(out.size()) + " buffers");
       return;
     }
     for (int r = 0; r < comm.world_size(); ++r) {
@@ -227,9 +247,8 @@ struct Checker {
       const std::uint64_t pattern = seed(r, bytes) + salt;
       const std::size_t wrong =
           out[r].size() != bytes ? bytes : gpuxfer::pattern::count_mismatches_host(out[r].span(), pattern);
-      if (wrong != 0 && first_failure.empty())
-        first_failure = part + ": " + std::to_string(out[r].size()) + " bytes, " + std::to_string(wrong) +
-                        " wrong";
+      if (wrong != 0)
+        fail(part + ": " + std::to_string(out[r].size()) + " bytes, " + std::to_string(wrong) + " wrong");
     }
   }
 
@@ -246,12 +265,12 @@ struct Checker {
     expect_salted(second, bytes, root, 11, what + " (the second call)");
     const std::byte* first_memory = nullptr;
     const std::byte* second_memory = nullptr;
-    if (comm.rank() == root && first_failure.empty()) {
+    if (comm.rank() == root && failures.empty()) {
       ++checks;
       for (const auto& a : first) {
         for (const auto& b : second) {
           const bool apart = a.data() + a.size() <= b.data() || b.data() + b.size() <= a.data();
-          if (!apart && first_failure.empty()) first_failure = what + ": the two calls' results overlap";
+          if (!apart) fail(what + ": the two calls' results overlap");
         }
       }
       first_memory = first[static_cast<std::size_t>(root)].data();
@@ -261,12 +280,12 @@ struct Checker {
     second.clear();
     std::vector<gpuxfer::HostBuffer> third = gather_salted(bytes, root, 12);
     expect_salted(third, bytes, root, 12, what + " (a third call, after dropping both)");
-    if (comm.rank() == root && first_failure.empty()) {
+    if (comm.rank() == root && failures.empty()) {
       ++checks;
       const std::byte* memory = third[static_cast<std::size_t>(root)].data();
       if (memory != first_memory && memory != second_memory)
-        first_failure = "gather_to_host to " + std::to_string(root) +
-                        ": after dropping the results, a later call's results are not in the same memory";
+        fail("gather_to_host to " + std::to_string(root) +
+             ": after dropping the results, a later call's results are not in the same memory");
     }
     return third;
   }
@@ -331,7 +350,7 @@ struct Checker {
       comm.synchronize(stream);
     }
     const cudaStream_t order = async ? stream : cudaStream_t{0};
-    gpuxfer::pattern::fill_device_slow(recv.get(), bytes + 64, seed(root, bytes) + 3, long_ns, order);
+    produce(recv.get(), bytes + 64, seed(root, bytes) + 3, long_ns, order);
     cuda_check(cudaMemsetAsync(recv.get(), static_cast<int>(poison), bytes + 64, order), "poison");
     if (comm.rank() == root && pinned) {
       cuda_check(cudaMemcpyAsync(locked.data(), source.get(), bytes, cudaMemcpyDeviceToHost, 0), "fill");
@@ -374,7 +393,7 @@ struct Checker {
     comm.synchronize(stream);
     first = make(bytes, std::nullopt);
     second = make(bytes, std::nullopt);
-    gpuxfer::pattern::fill_device_slow(first.get(), bytes, seed(root, bytes) + 22, long_ns, stream);
+    produce(first.get(), bytes, seed(root, bytes) + 22, long_ns, stream);
     comm.broadcast_from_host_async(a, first.get(), bytes, root, stream);
     comm.broadcast_from_host_async(b, second.get(), bytes, root, stream);
     expect_not_waited(stream, what + " (both calls)");
@@ -392,7 +411,7 @@ struct Checker {
     DeviceMemory recv = make(bytes, std::nullopt);
     std::vector<std::byte> data(comm.rank() == root ? bytes : 0);
     gpuxfer::pattern::fill_host(data, seed(root, bytes) + 40);
-    gpuxfer::pattern::fill_device_slow(recv.get(), bytes, seed(root, bytes) + 41, long_ns, stream);
+    produce(recv.get(), bytes, seed(root, bytes) + 41, long_ns, stream);
     comm.broadcast_from_host_async(data, recv.get(), bytes, root, stream);
     const auto out = comm.gather_to_host(recv.get(), bytes, root);
     comm.synchronize(stream);
@@ -402,8 +421,8 @@ struct Checker {
       const std::size_t wrong = out.size() != static_cast<std::size_t>(comm.world_size()) || out[r].size() != bytes
                                     ? bytes
                                     : gpuxfer::pattern::count_mismatches_host(out[r].span(), seed(root, bytes) + 40);
-      if (wrong != 0 && first_failure.empty())
-        first_failure = what + ": rank " + std::to_string(r) + "'s part: " + std::to_string(wrong) + " wrong bytes";
+      if (wrong != 0)
+        fail(what + ": rank " + std::to_string(r) + "'s part: " + std::to_string(wrong) + " wrong bytes");
     }
   }
 
@@ -422,11 +441,11 @@ struct Checker {
       } else {
         comm.broadcast_from_host(host, recv.get(), capacity, root);
       }
-      if (first_failure.empty()) first_failure = what + " into a short recv: not refused";
+      fail(what + " into a short recv: not refused");
     } catch (const gpuxfer::Error& e) {
       const bool named = std::string(e.what()).find("rank 0 (4098 bytes)") != std::string::npos;
-      if ((e.code() != gpuxfer::Errc::invalid_argument || !named) && first_failure.empty())
-        first_failure = what + " into a short recv: " + e.what();
+      if ((e.code() != gpuxfer::Errc::invalid_argument || !named))
+        fail(what + " into a short recv: " + e.what());
     }
   }
 
@@ -484,11 +503,20 @@ int run_ops(bool separate_nodes) {
   cuda_check(cudaSetDevice(comm->device()), "cudaSetDevice");  // the pattern kernels' device
   const int rank = comm->rank();
   const int world = comm->world_size();
-  Checker check{*comm, 0, {}};
+  Checker check(*comm);
   // Results of the last gather to each root, kept past the communicator.
   std::vector<std::vector<gpuxfer::HostBuffer>> kept;
   {
     gpuxfer::testing::Stream stream(comm->device());
+    // The producer's kernels and a memset run once first: in a cold process, the first launches behind a
+    // running producer held the host until that producer was done (50 ms, seen on nvidia-h200), which
+    // broadcast_from_host_async's check of 0 bytes, the first to follow a producer, took for its own wait.
+    {
+      DeviceMemory warm(comm->device(), 64);
+      gpuxfer::pattern::fill_device_slow(warm.get(), 64, 1, 0, stream.get());
+      cuda_check(cudaMemsetAsync(warm.get(), 0, 64, stream.get()), "the warm-up");
+      cuda_check(cudaStreamSynchronize(stream.get()), "the warm-up");
+    }
     for (const std::size_t bytes :
          {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
       for (const bool async : {true, false}) {
@@ -518,7 +546,7 @@ int run_ops(bool separate_nodes) {
   // The communicator goes first: its results still hold their bytes, and once they go too, no segment
   // of this process is left.
   int checks = check.checks;
-  std::string failure = check.first_failure;
+  std::vector<std::string> failures = std::move(check.failures);
   comm.reset();
   const auto& mine = kept[static_cast<std::size_t>(rank)];  // the results this rank got as the root
   if (mine.size() == static_cast<std::size_t>(world)) {
@@ -529,18 +557,18 @@ int run_ops(bool separate_nodes) {
       const std::uint64_t pattern = seed_of(r, bytes) + 12;
       const std::size_t wrong =
           buffer.size() != bytes ? bytes : gpuxfer::pattern::count_mismatches_host(buffer.span(), pattern);
-      if (wrong != 0 && failure.empty())
-        failure = "gather_to_host's results after the communicator is gone: " + std::to_string(wrong) +
-                  " wrong bytes in rank " + std::to_string(r) + "'s";
+      if (wrong != 0)
+        failures.push_back("gather_to_host's results after the communicator is gone: " +
+                           std::to_string(wrong) + " wrong bytes in rank " + std::to_string(r) + "'s");
     }
   }
   kept.clear();
   ++checks;
   const int left = segments_left();
-  if (left != 0 && failure.empty())
-    failure = std::to_string(left) + " shared segment(s) of this process left in /dev/shm";
-  if (!failure.empty()) {
-    std::printf("rank %d of %d: FAILED: %s\n", rank, world, failure.c_str());
+  if (left != 0)
+    failures.push_back(std::to_string(left) + " shared segment(s) of this process left in /dev/shm");
+  if (!failures.empty()) {
+    for (const std::string& f : failures) std::printf("rank %d of %d: FAILED: %s\n", rank, world, f.c_str());
     return 1;
   }
   std::printf("rank %d of %d: no shared segment left\n", rank, world);

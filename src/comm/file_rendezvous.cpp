@@ -122,7 +122,8 @@ class FileRendezvous {
 
   void serve(const std::string& blob) {
     RankList missing;
-    std::map<std::string, std::string> gpus{{env_.gpu, who(0, claim_text())}};  // GPU -> the rank that has it
+    std::map<std::string, std::string> gpus;  // GPU -> the rank that drives it (ranks that know theirs)
+    if (!env_.gpu.empty()) gpus.emplace(env_.gpu, who(0, claim_text()));
     for (int rank = 1; rank < env_.world_size; ++rank) {
       std::optional<std::string> claim;
       while (!(claim = read_whole(rank_file("rank", rank))) && !deadline_.expired()) {

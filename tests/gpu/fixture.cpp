@@ -204,6 +204,21 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes) {
   return ::testing::AssertionFailure() << "pieces" << describe(got) << " (non-empty ones) but expected" << describe(want);
 }
 
+::testing::AssertionResult GpuTest::gathered_every_device(const std::vector<GatherPiece>& pieces,
+                                                          std::span<const std::byte> out, std::size_t bytes,
+                                                          const std::string& what) const {
+  std::vector<GatherPiece> expected;
+  for (std::size_t i = 0; i < device_count(); ++i) expected.push_back({i, 0, bytes});
+  ::testing::AssertionResult laid_out = pieces_are_concatenation(pieces, expected);
+  if (!laid_out) return laid_out << " (" << what << ")";
+  for (std::size_t i = 0; i < device_count(); ++i) {
+    ::testing::AssertionResult right =
+        host_matches(out.subspan(i * bytes, bytes), seed(i), 0, what + ", device " + std::to_string(i));
+    if (!right) return right;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult host_is_poison(std::span<const std::byte> data, std::string_view what) {
   const auto it = std::find_if(data.begin(), data.end(), [](std::byte b) { return b != kPoison; });
   if (it == data.end()) return ::testing::AssertionSuccess();

@@ -155,6 +155,12 @@ class GpuTest : public ::testing::Test {
     return register_pattern(index, bytes, seed(index));
   }
 
+  /// What gather_into of @p bytes from every device gives: @p pieces concatenate device 0, 1, ... from
+  /// offset 0, and @p out holds each device's pattern seed(i) there. Failures name @p what and the device.
+  ::testing::AssertionResult gathered_every_device(const std::vector<GatherPiece>& pieces,
+                                                   std::span<const std::byte> out, std::size_t bytes,
+                                                   const std::string& what) const;
+
   InterGpuTransfer& xfer() { return *xfer_; }
   MultiGpuManager& manager() { return *manager_; }
 

@@ -51,13 +51,7 @@ TEST_P(GpuHostRegistrationBySize, GatherIntoRegisteredMemoryIsDirect) {
   const std::size_t before = leases(manager().pinned_pool());
   const std::vector<GatherPiece> pieces = xfer().gather_into(out);
   EXPECT_EQ(leases(manager().pinned_pool()), before) << "gather_into staged a registered output";
-  std::vector<GatherPiece> expected;
-  for (std::size_t i = 0; i < device_count(); ++i) expected.push_back({i, 0, bytes});
-  EXPECT_TRUE(pieces_are_concatenation(pieces, expected));
-  for (std::size_t i = 0; i < device_count(); ++i) {
-    EXPECT_TRUE(host_matches(std::span(out).subspan(i * bytes, bytes), seed(i), 0,
-                             "registered output, device " + std::to_string(i)));
-  }
+  EXPECT_TRUE(gathered_every_device(pieces, out, bytes, "registered output"));
   EXPECT_TRUE(host_is_poison(std::span(out).subspan(bytes * device_count()), "bytes past the payload"));
 }
 

@@ -71,13 +71,7 @@ TEST_F(GpuNuma, PageablePathsDeliverEveryByte) {
   for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, bytes);
   std::vector<std::byte> out(bytes * device_count(), kPoison);
   const std::vector<GatherPiece> pieces = xfer().gather_into(out);
-  std::vector<GatherPiece> expected;
-  for (std::size_t i = 0; i < device_count(); ++i) expected.push_back({i, 0, bytes});
-  EXPECT_TRUE(pieces_are_concatenation(pieces, expected));
-  for (std::size_t i = 0; i < device_count(); ++i) {
-    EXPECT_TRUE(host_matches(std::span(out).subspan(i * bytes, bytes), seed(i), 0,
-                             "pageable gather_into, device " + std::to_string(i)));
-  }
+  EXPECT_TRUE(gathered_every_device(pieces, out, bytes, "pageable gather_into"));
   const std::vector<std::byte> data = pattern_bytes(bytes, other_seed(0));
   xfer().broadcast(data);
   for (std::size_t i = 0; i < device_count(); ++i) {

@@ -99,13 +99,7 @@ TEST_F(GpuOrdering, GatherIntoWaitsForTheProducer) {
   slow_produce_all(memory, false);
   ASSERT_TRUE(producers_still_running());
   const auto pieces = xfer().gather_into(out);
-  std::vector<GatherPiece> expected;
-  for (std::size_t i = 0; i < device_count(); ++i) expected.push_back({i, 0, kBytes});
-  EXPECT_TRUE(pieces_are_concatenation(pieces, expected));
-  for (std::size_t i = 0; i < device_count(); ++i) {
-    EXPECT_TRUE(host_matches(std::span(out).subspan(i * kBytes, kBytes), seed(i), 0,
-                             "gather_into after a slow producer, device " + std::to_string(i)));
-  }
+  EXPECT_TRUE(gathered_every_device(pieces, out, kBytes, "gather_into after a slow producer"));
 }
 
 // A broadcast writes the buffer: it must land after the producer's write, not under it.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,8 +22,10 @@
 
 namespace gpuxfer::test {
 
+/// One rank's LaunchEnv; @p gpu is the UUID its Hello or claim carries (empty: none known).
 inline detail::LaunchEnv rank_env(int rank, int world, const detail::InitAddress& init,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                                  std::string gpu = {}) {
   detail::LaunchEnv env;
   env.rank = rank;
   env.world_size = world;
@@ -30,6 +33,7 @@ inline detail::LaunchEnv rank_env(int rank, int world, const detail::InitAddress
   env.init = init;
   env.timeout = timeout;
   env.launcher = "test";
+  env.gpu = std::move(gpu);
   return env;
 }
 

@@ -139,11 +139,7 @@ TEST(TcpRendezvousErrors, TwoProcessesClaimingOneRank) {
 // NCCL sees them, on every rank, naming both; rank 0's own GPU counts too.
 TEST(TcpRendezvousErrors, TwoRanksDrivingOneGpu) {
   const auto init = test::local_tcp();
-  auto env = [&](int rank, const std::string& gpu) {
-    auto e = rank_env(rank, 3, init, 3000ms);
-    e.gpu = gpu;
-    return e;
-  };
+  const auto env = [&](int rank, const char* gpu) { return rank_env(rank, 3, init, 3000ms, gpu); };
   const auto outcomes =
       test::run_forked({rank_body(env(0, "GPU-aaaa"), "b"), rank_body(env(1, "GPU-bbbb"), ""),
                         rank_body(env(2, "GPU-bbbb"), "")},

@@ -123,8 +123,9 @@ TEST_F(GpuLimits, CopyBufferFromPageableGoesThroughInChunks) {
   }
 }
 
-// Each pageable source holds a ring of 3 chunks while it downloads, so at most limit / (3 chunks) = 2
-// sources fit at once: the test registers two (fewer on one GPU).
+// Each pageable source holds a staging ring while it downloads, halved while the pool cannot lease it,
+// down to 4 chunks, so at most limit / (4 chunks) = 2 sources fit at once: the test registers two (fewer
+// on one GPU). See docs/RELIABILITY.md, "Limits".
 TEST_F(GpuLimits, GatherIntoPageableGoesThroughInChunks) {
   const Watchdog watchdog(kLimitSeconds, "GpuLimits.GatherIntoPageableGoesThroughInChunks");
   const std::size_t sources = std::min<std::size_t>(device_count(), 2);

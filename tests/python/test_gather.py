@@ -325,7 +325,7 @@ def test_two_threads_take_one_handles_results_at_once(manager, lib):
         assert len(full) == 1, f"round {round_}: {[len(t) if t is not None else None for t in taken]}"
         assert [len(t) for t in taken if not t] == [0]
         assert np.array_equal(np.asarray(full[0][0]), data), f"round {round_}"
-        del full, taken, handle
+        full = taken = handle = None  # the blocks go back before the next round
         lib.synchronize()
     transfer.clear_device_buffer(0)
     gc.collect()

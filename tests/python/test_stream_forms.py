@@ -88,9 +88,12 @@ def test_gather_all_with_stream_returns_a_handle(manager, lib):
 def test_gather_with_stream_skips_the_destination(manager2, lib):
     transfer = gpuxfer.Transfer(manager2)
     s = device0_stream(manager2, lib)
+    warmed_up(transfer, lib, s)
     _, expected = registered_late(transfer, lib, s, seed=12)
     dst = manager2.device_count - 1
-    arrays = transfer.gather(dst, stream=s).get()
+    handle = transfer.gather(dst, stream=s)
+    assert lib.busy(s), "gather(stream=) returned only after the producer it should queue behind"
+    arrays = handle.get()
     sources = [d for d in range(manager2.device_count) if d != dst]
     assert len(arrays) == len(sources)
     for d, a in zip(sources, arrays):
@@ -118,11 +121,19 @@ def test_gather_handle_stream_wait_orders_another_stream(manager, lib):
 def test_gather_into_pinned_with_stream(manager, lib):
     transfer = gpuxfer.Transfer(manager)
     s = device0_stream(manager, lib)
-    _, expected = registered_late(transfer, lib, s, seed=14)
-    whole = np.concatenate(expected)
-    out = np.full(whole.size + 64, POISON, np.uint8)
+    out = np.full(sum(sizes(manager)) + 64, POISON, np.uint8)
+    # Registered, and gathered into once, before the producer: cudaHostRegister and a first call's set-up
+    # may synchronise the device, which would end the producer before the call and hide a missing wait.
     with gpuxfer.register_host(out):
+        warmed_up(transfer, lib, s)
+        transfer.gather_into(out, stream=s)
+        lib.synchronize()
+        assert (out == POISON).all(), "the warm-up gather_into of poisoned buffers"
+        _, expected = registered_late(transfer, lib, s, seed=14)
+        whole = np.concatenate(expected)
+        assert lib.busy(s), "the producer was done before the gather was called: nothing to order"
         pieces = transfer.gather_into(out, stream=s)
+        assert lib.busy(s), "gather_into(stream=) into registered memory returned only after the producer"
         assert [p.device for p in pieces] == list(range(manager.device_count))
         after = lib.to_device_on(s, manager.devices[0].ordinal, out)  # s's next work reads out
         lib.synchronize()

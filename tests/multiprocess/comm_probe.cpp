@@ -70,6 +70,7 @@ struct Checker {
   std::uint64_t gathers = 0;  ///< gather_to_host calls so far (the same on every rank): each call's bytes differ
   std::chrono::steady_clock::time_point produced{};  ///< when the last slow producer was queued
   double producer_queue_ms = 0;                      ///< how long queueing it took on the host
+  std::chrono::steady_clock::time_point called{};    ///< when the call under test was made (see calling())
 
   explicit Checker(Communicator& c) : comm(c) {}
 
@@ -86,18 +87,24 @@ struct Checker {
     const auto start = std::chrono::steady_clock::now();
     gpuxfer::pattern::fill_device_slow(dst, bytes, seed, spin_ns, stream);
     produced = std::chrono::steady_clock::now();
+    called = produced;
     producer_queue_ms = std::chrono::duration<double, std::milli>(produced - start).count();
   }
+  // Right before the call under test, when more work was queued after the producer (a poison): the
+  // not-waited check then times that work and the call apart.
+  void calling() { called = std::chrono::steady_clock::now(); }
   // After a stream-ordered call behind a producer: it returned without waiting for that work.
   void expect_not_waited(cudaStream_t stream, const std::string& what) {
     ++checks;
     if (cudaStreamQuery(stream) == cudaErrorNotReady) return;
-    const double since =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - produced).count();
-    char times[160];
+    using ms = std::chrono::duration<double, std::milli>;
+    const double between = ms(called - produced).count();
+    const double call = ms(std::chrono::steady_clock::now() - called).count();
+    char times[200];
     std::snprintf(times, sizeof times,
-                  " (queueing the producer took %.2f ms, the call %.2f ms, the producer %.0f ms)",
-                  producer_queue_ms, since, static_cast<double>(long_ns) / 1e6);
+                  " (queueing the producer took %.2f ms, the work queued after it %.2f ms, the call %.2f ms; "
+                  "the producer %.0f ms)",
+                  producer_queue_ms, between, call, static_cast<double>(long_ns) / 1e6);
     fail(what + ": returned only after the work queued before it on its stream" + times);
   }
 
@@ -357,6 +364,7 @@ struct Checker {
       if (async) cuda_check(cudaStreamSynchronize(0), "fill");
     }
     if (async) {
+      calling();
       comm.broadcast_from_host_async(data, recv.get(), bytes + 64, root, stream);
       expect_not_waited(stream, what);
       // Pageable data is the root's to reuse once the call returns.
@@ -508,10 +516,10 @@ int run_ops(bool separate_nodes) {
   std::vector<std::vector<gpuxfer::HostBuffer>> kept;
   {
     gpuxfer::testing::Stream stream(comm->device());
-    // The producer's kernels and a memset run once first: in a cold process, the first launches behind a
-    // running producer held the host until that producer was done (50 ms, seen on nvidia-h200), which
-    // broadcast_from_host_async's check of 0 bytes, the first to follow a producer, took for its own wait.
-    {
+    // The producer's kernels and a memset run once first: in a cold process, the first check of a call
+    // behind a running producer (broadcast_from_host_async of 0 bytes) saw the producer done (the call
+    // 50 ms, seen on nvidia-h200). COMM_PROBE_COLD=1 leaves the warm-up out, to see that again.
+    if (std::getenv("COMM_PROBE_COLD") == nullptr) {
       DeviceMemory warm(comm->device(), 64);
       gpuxfer::pattern::fill_device_slow(warm.get(), 64, 1, 0, stream.get());
       cuda_check(cudaMemsetAsync(warm.get(), 0, 64, stream.get()), "the warm-up");

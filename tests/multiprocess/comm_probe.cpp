@@ -36,6 +36,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -518,13 +519,16 @@ int run_ops(bool separate_nodes) {
     gpuxfer::testing::Stream stream(comm->device());
     // The producer's kernels and a memset run once first: in a cold process, the first check of a call
     // behind a running producer (broadcast_from_host_async of 0 bytes) saw the producer done (the call
-    // 50 ms, seen on nvidia-h200). COMM_PROBE_COLD=1 leaves the warm-up out, to see that again.
-    if (std::getenv("COMM_PROBE_COLD") == nullptr) {
-      DeviceMemory warm(comm->device(), 64);
+    // 50 ms, seen on nvidia-h200). COMM_PROBE_COLD=1 leaves the warm-up out, to see that again;
+    // COMM_PROBE_COLD=producer leaves out only the producer's kernel, =memset only the memset.
+    const char* cold = std::getenv("COMM_PROBE_COLD");
+    const std::string_view left_out = cold == nullptr ? "" : cold;
+    DeviceMemory warm(comm->device(), 64);
+    if (left_out != "1" && left_out != "producer")
       gpuxfer::pattern::fill_device_slow(warm.get(), 64, 1, 0, stream.get());
+    if (left_out != "1" && left_out != "memset")
       cuda_check(cudaMemsetAsync(warm.get(), 0, 64, stream.get()), "the warm-up");
-      cuda_check(cudaStreamSynchronize(stream.get()), "the warm-up");
-    }
+    cuda_check(cudaStreamSynchronize(stream.get()), "the warm-up");
     for (const std::size_t bytes :
          {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{(1 << 20) + 7}}) {
       for (const bool async : {true, false}) {

@@ -520,7 +520,7 @@ int run_ops(bool separate_nodes) {
     // The producer's kernels and a memset run once first: in a cold process, the first check of a call
     // behind a running producer (broadcast_from_host_async of 0 bytes) saw the producer done (the call
     // 50 ms, seen on nvidia-h200). COMM_PROBE_COLD=1 leaves the warm-up out, to see that again;
-    // COMM_PROBE_COLD=producer leaves out only the producer's kernel, =memset only the memset.
+    // COMM_PROBE_COLD=producer leaves out only the producer's kernels, =memset only the memset.
     const char* cold = std::getenv("COMM_PROBE_COLD");
     const std::string_view left_out = cold == nullptr ? "" : cold;
     DeviceMemory warm(comm->device(), 64);

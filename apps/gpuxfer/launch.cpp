@@ -1,5 +1,6 @@
 // `gpuxfer launch -n N [--] program args...`: N processes of one job on this host, each with GPUXFER_RANK,
-// GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE and GPUXFER_INIT (a TCP rendezvous on a free local port) set
+// GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE, GPUXFER_INIT (a TCP rendezvous on a free local port) and
+// GPUXFER_JOB_ID (the same for the job's ranks, another for any other job) set
 // (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
@@ -27,6 +28,7 @@
 #include <gpuxfer/error.hpp>
 
 #include "comm/socket.hpp"
+#include "comm/wire.hpp"
 #include "commands.hpp"
 #include "rank_output.hpp"
 
@@ -71,13 +73,22 @@ int visible_gpus() {
   return count;
 }
 
-// The environment of one rank: ours, with the four variables of the job replacing any we had (and
-// GPUXFER_NODE_ID, with @p node_per_rank).
-std::vector<std::string> rank_environment(int rank, int world, int port, bool node_per_rank) {
+// What every rank of the job is told.
+struct Job {
+  int world = 0;
+  int port = 0;    ///< of the rendezvous, on 127.0.0.1
+  std::string id;  ///< GPUXFER_JOB_ID: this host, this launcher's pid and the port
+  bool node_per_rank = false;
+};
+
+// The environment of one rank: ours, with the five variables of the job replacing any we had (and
+// GPUXFER_NODE_ID, with node_per_rank).
+std::vector<std::string> rank_environment(int rank, const Job& of) {
   std::vector<std::string> job{
       "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
-      "GPUXFER_WORLD_SIZE=" + std::to_string(world), "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(port)};
-  if (node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
+      "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
+      "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port), "GPUXFER_JOB_ID=" + of.id};
+  if (of.node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
   std::vector<std::string> out;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
@@ -120,11 +131,10 @@ void place(int fd, int target) {
 }
 
 // @p signal_mask: the mask to give the rank (ours as we started, before we blocked SIGCHLD and SIGPIPE).
-void start(Rank& rank, int world, int port, bool node_per_rank, std::vector<std::string> command,
-           const sigset_t& signal_mask) {
+void start(Rank& rank, const Job& job, std::vector<std::string> command, const sigset_t& signal_mask) {
   Pipe out = cloexec_pipe();
   Pipe err = cloexec_pipe();
-  std::vector<std::string> environment = rank_environment(rank.index, world, port, node_per_rank);
+  std::vector<std::string> environment = rank_environment(rank.index, job);
   const std::vector<char*> argv = pointers(command);
   const std::vector<char*> envp = pointers(environment);
   const pid_t pid = fork();
@@ -370,8 +380,12 @@ int run_launch(const LaunchArgs& args) {
     throw Error(Errc::invalid_argument,
                 std::string("gpuxfer launch: signalfd failed: ") + std::strerror(errno));
 
-  const int world = args.ranks_given ? args.ranks : visible_gpus();
-  const int port = detail::pick_free_port("127.0.0.1");
+  Job job;
+  job.world = args.ranks_given ? args.ranks : visible_gpus();
+  job.port = detail::pick_free_port("127.0.0.1");
+  job.id =
+      "launch:" + detail::local_host_name() + ":" + std::to_string(getpid()) + ":" + std::to_string(job.port);
+  job.node_per_rank = args.node_per_rank;
 
   // A signal ignored when we start (nohup, a shell's trap "" or `&`) stays ignored, for us and the ranks,
   // and is not passed on.
@@ -385,10 +399,10 @@ int run_launch(const LaunchArgs& args) {
   }
 
   std::vector<Rank> ranks;
-  ranks.reserve(static_cast<std::size_t>(world));
-  for (int i = 0; i < world; ++i) ranks.emplace_back(i);
+  ranks.reserve(static_cast<std::size_t>(job.world));
+  for (int i = 0; i < job.world; ++i) ranks.emplace_back(i);
   try {
-    for (Rank& rank : ranks) start(rank, world, port, args.node_per_rank, command, entry_mask);
+    for (Rank& rank : ranks) start(rank, job, command, entry_mask);
   } catch (...) {
     signal_all(ranks, SIGKILL);
     for (Rank& rank : ranks) {

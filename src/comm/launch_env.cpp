@@ -87,6 +87,31 @@ LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
   return env;
 }
 
+// The job's name, as read_launch_env says.
+std::string read_job(const EnvLookup& lookup, const std::string& launcher) {
+  if (const auto named = lookup("GPUXFER_JOB_ID")) {
+    if (named->size() > max_job_bytes) {
+      bad("GPUXFER_JOB_ID", named->substr(0, 40) + "...",
+          "at most " + std::to_string(max_job_bytes) + " bytes (" + std::to_string(named->size()) +
+              " given)");
+    }
+    return *named;
+  }
+  std::optional<std::string> own;
+  if (launcher == "torchrun") {
+    own = lookup("TORCHELASTIC_RUN_ID");
+  } else if (launcher == "openmpi") {
+    own = lookup("OMPI_MCA_ess_base_jobid");
+    if (!own) own = lookup("PMIX_NAMESPACE");
+  } else if (launcher == "slurm") {
+    own = lookup("SLURM_JOB_ID");
+    const auto step = lookup("SLURM_STEP_ID");
+    if (own && step) *own += "." + *step;
+  }
+  if (!own || own->empty()) return {};
+  return (launcher + ":" + *own).substr(0, max_job_bytes);
+}
+
 }  // namespace
 
 int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because, int least) {
@@ -118,6 +143,7 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
     if (!lookup(launcher.rank)) continue;
     LaunchEnv env = read_ranks(lookup, launcher);
     env.timeout = timeout;
+    env.job = read_job(lookup, env.launcher);
     if (auto address = find_address(lookup)) {
       env.init = std::move(*address);
     } else if (env.world_size > 1) {
@@ -136,6 +162,7 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
   }
   LaunchEnv single;
   single.timeout = timeout;
+  single.job = read_job(lookup, single.launcher);
   return single;
 }
 

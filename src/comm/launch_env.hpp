@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include <gpuxfer/options.hpp>
@@ -27,7 +28,13 @@ struct LaunchEnv {
   /// The GPU this rank drives, as CUDA names it across processes ("GPU-<uuid>"); empty when none is known.
   /// The rendezvous refuses two ranks with one (NCCL cannot put two ranks on one GPU).
   std::string gpu;
+  /// What names this job on every rank, when something does (read_launch_env says what); empty when
+  /// nothing does. The TCP rendezvous refuses a process whose job has another name.
+  std::string job;
 };
+
+/// The longest job name: GPUXFER_JOB_ID past it is refused, a launcher's own is cut there.
+inline constexpr std::size_t max_job_bytes = 255;
 
 /// @p variable as an integer of at least @p least; @p because says why it is needed when it is unset.
 /// @throws Error(Errc::invalid_option) naming the variable and its value, or saying it is unset
@@ -45,7 +52,10 @@ struct LaunchEnv {
 /// MASTER_ADDR/MASTER_PORT. From those, rank 0 listens on MASTER_ADDR at MASTER_PORT + 1: MASTER_PORT is
 /// torch.distributed's (torchrun's agent serves its store there, or the program's init_process_group
 /// does). With none of them set: a single process (rank 0 of 1, no address).
-/// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all.
+/// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all. The job's name: GPUXFER_JOB_ID (which
+/// `gpuxfer launch` sets), else the launcher's own: "torchrun:" TORCHELASTIC_RUN_ID, "openmpi:"
+/// OMPI_MCA_ess_base_jobid (Open MPI 4) or PMIX_NAMESPACE (5), "slurm:" SLURM_JOB_ID[.SLURM_STEP_ID];
+/// else empty.
 /// @throws Error(Errc::invalid_option) naming the variable and its value
 [[nodiscard]] LaunchEnv read_launch_env(const EnvLookup& lookup);
 

@@ -18,7 +18,7 @@
 namespace gpuxfer::detail {
 namespace {
 
-// The most a Hello can take: its fixed part, a 255-byte host name and a 255-byte GPU id.
+// The most a Hello can take: its fixed part and a host name, a GPU id and a job name of 255 bytes each.
 constexpr std::size_t max_hello_bytes = 1024;
 // How long rank 0 tries to deliver an error to a rank before it gives up on that rank.
 constexpr std::chrono::milliseconds error_delivery{500};
@@ -37,6 +37,7 @@ class Server {
     self_.local_rank = static_cast<std::uint32_t>(env.local_rank);
     self_.host = local_host_name();
     self_.gpu = env.gpu;
+    self_.job = env.job;
     listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface);
   }
 
@@ -112,6 +113,15 @@ class Server {
                std::to_string(wire_version) + ": every rank must run the same gpuxfer",
            &peer);
     }
+    // Before anything that fails the job: a process of another job (two jobs given one port, or a rank of
+    // an earlier job still trying to reach its rank 0) is turned away alone.
+    if (!hello.job.empty() && !self_.job.empty() && hello.job != self_.job) {
+      refuse(peer, who + " is of job '" + hello.job + "', but rank 0 at " + env_.init.to_string() + " (on " +
+                       self_.host + ") serves job '" + self_.job +
+                       "': two jobs meet on one address; give each job a rendezvous address of its own "
+                       "(GPUXFER_INIT, or MASTER_PORT)");
+      return;
+    }
     if (hello.world_size != self_.world_size) {
       fail(who + " says the world size is " + std::to_string(hello.world_size) + ", rank 0 (on " +
                self_.host + ") says " + std::to_string(self_.world_size) +
@@ -142,6 +152,12 @@ class Server {
     GPUXFER_LOG(debug, "rendezvous: " + who + " joined");
     const std::uint32_t rank = hello.rank;
     joined_.emplace(rank, std::move(peer));
+  }
+
+  // Tells @p peer alone why it is turned away; the connection closes when the caller drops it.
+  static void refuse(Peer& peer, const std::string& message) {
+    GPUXFER_LOG(warn, "rendezvous: refused " + message);
+    (void)send_all(peer.socket, as_bytes(encode(Reply{false, message})), Deadline(error_delivery));
   }
 
   // A joined rank's socket turned readable: it closed (the rank died or was stopped) or sent what no rank
@@ -195,6 +211,7 @@ std::string join_tcp_rendezvous(const LaunchEnv& env) {
   hello.local_rank = static_cast<std::uint32_t>(env.local_rank);
   hello.host = local_host_name();
   hello.gpu = env.gpu;
+  hello.job = env.job;
   return join_tcp_rendezvous(env.init, hello, env.timeout);
 }
 

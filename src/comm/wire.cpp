@@ -10,7 +10,8 @@ namespace gpuxfer::detail {
 namespace {
 
 constexpr std::size_t hello_fixed = 4 + 2 + 4 + 4 + 4 + 1;  // magic, version, world, rank, local, host length
-// Then the host name and, from version 2, a GPU length byte and the GPU id.
+// Then the host name and, from version 2, a GPU length byte and the GPU id; from version 3, a job length
+// byte and the job's name.
 constexpr std::size_t reply_fixed = 4 + 1 + 4;              // magic, ok, payload length
 
 void put(std::string& out, std::uint64_t value, int bytes) {
@@ -42,9 +43,12 @@ std::string encode(const Hello& hello) {
   put(out, host.size(), 1);
   out += host;
   if (hello.version < 2) return out;
-  const std::string gpu = hello.gpu.substr(0, 255);
-  put(out, gpu.size(), 1);
-  return out + gpu;
+  for (const std::string* text : {&hello.gpu, &hello.job}) {
+    const std::string cut = text->substr(0, 255);
+    put(out, cut.size(), 1);
+    out += cut;
+  }
+  return out;
 }
 
 std::string encode(const Reply& reply) {
@@ -68,11 +72,14 @@ std::optional<Hello> decode_hello(const std::string& buffer) {
   hello.host = buffer.substr(hello_fixed, host_bytes);
   // A peer of another version is refused by its version: what follows the host is not read.
   if (hello.magic != wire_magic || hello.version != wire_version) return hello;
-  const std::size_t gpu_at = hello_fixed + host_bytes;
-  if (buffer.size() < gpu_at + 1) return std::nullopt;
-  const std::size_t gpu_bytes = get(buffer, gpu_at, 1);
-  if (buffer.size() < gpu_at + 1 + gpu_bytes) return std::nullopt;
-  hello.gpu = buffer.substr(gpu_at + 1, gpu_bytes);
+  std::size_t at = hello_fixed + host_bytes;
+  for (std::string* text : {&hello.gpu, &hello.job}) {
+    if (buffer.size() < at + 1) return std::nullopt;
+    const std::size_t bytes = get(buffer, at, 1);
+    if (buffer.size() < at + 1 + bytes) return std::nullopt;
+    *text = buffer.substr(at + 1, bytes);
+    at += 1 + bytes;
+  }
   return hello;
 }
 

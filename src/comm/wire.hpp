@@ -11,7 +11,7 @@
 namespace gpuxfer::detail {
 
 inline constexpr std::uint32_t wire_magic = 0x47584652;  // "GXFR"
-inline constexpr std::uint16_t wire_version = 2;
+inline constexpr std::uint16_t wire_version = 3;
 /// The largest blob or error text a Reply carries: an NCCL unique id is 128 bytes.
 inline constexpr std::size_t max_reply_payload = std::size_t{1} << 20;
 
@@ -23,6 +23,7 @@ struct Hello {
   std::uint32_t local_rank = 0;
   std::string host;  ///< the sender's host name, at most 255 bytes (longer is cut)
   std::string gpu;   ///< the GPU the sender drives (LaunchEnv::gpu), at most 255 bytes; empty when unknown
+  std::string job;   ///< the sender's job (LaunchEnv::job), at most 255 bytes; empty when none is named
 
   /// "rank 2 (local rank 0 on node-a)".
   [[nodiscard]] std::string describe() const;

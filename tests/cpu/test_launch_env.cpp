@@ -178,6 +178,43 @@ TEST(LaunchEnv, AnAbsurdWorldSizeIsRefused) {
             1048576);
 }
 
+// The job's name, which the TCP rendezvous compares to refuse a process of another job: the launcher's own
+// (torchrun's run id, Open MPI's job id or PMIx namespace, Slurm's job and step), GPUXFER_JOB_ID over it.
+TEST(LaunchEnv, TheJobIsTheLaunchersOwn) {
+  const std::map<std::string, std::string> torchrun{
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  EXPECT_EQ(read(torchrun).job, "");
+  auto with_run_id = torchrun;
+  with_run_id["TORCHELASTIC_RUN_ID"] = "run-7";
+  EXPECT_EQ(read(with_run_id).job, "torchrun:run-7");
+  const std::map<std::string, std::string> slurm{
+      {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"GPUXFER_INIT", "tcp://h:1"}};
+  EXPECT_EQ(read(slurm).job, "slurm:4242");
+  auto with_step = slurm;
+  with_step["SLURM_STEP_ID"] = "3";
+  EXPECT_EQ(read(with_step).job, "slurm:4242.3");
+  const std::map<std::string, std::string> openmpi{{"OMPI_COMM_WORLD_RANK", "1"},
+                                                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                   {"PMIX_NAMESPACE", "prterun-h-99@1"},
+                                                   {"GPUXFER_INIT", "tcp://h:1"}};
+  EXPECT_EQ(read(openmpi).job, "openmpi:prterun-h-99@1");
+  auto with_jobid = openmpi;
+  with_jobid["OMPI_MCA_ess_base_jobid"] = "3735879681";
+  EXPECT_EQ(read(with_jobid).job, "openmpi:3735879681");
+  // mpirun inside a Slurm allocation: Open MPI's ranks, Open MPI's job, not the batch step's.
+  auto inside_slurm = with_jobid;
+  inside_slurm["SLURM_PROCID"] = "0";
+  inside_slurm["SLURM_NTASKS"] = "1";
+  inside_slurm["SLURM_JOB_ID"] = "4242";
+  EXPECT_EQ(read(inside_slurm).job, "openmpi:3735879681");
+  auto named = with_step;
+  named["GPUXFER_JOB_ID"] = "mine";
+  EXPECT_EQ(read(named).job, "mine");
+  EXPECT_EQ(read({{"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "2"}, {"GPUXFER_INIT", "tcp://h:1"}}).job,
+            "");
+  EXPECT_EQ(read({{"GPUXFER_JOB_ID", "alone"}}).job, "alone");  // a single process keeps it too
+}
+
 TEST(LaunchEnv, OneRankNeedsNoAddress) {
   const LaunchEnv env = read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_EQ(env.world_size, 1);
@@ -252,6 +289,9 @@ const BadEnvRow bad_rows[] = {
       {"GPUXFER_INIT", "tcp://h:1"}},
      {"OMPI_COMM_WORLD_LOCAL_RANK", "'x'"}},
     {"openmpi size missing", {{"OMPI_COMM_WORLD_RANK", "0"}}, {"OMPI_COMM_WORLD_SIZE", "not set"}},
+    {"job id too long",
+     with(good, "GPUXFER_JOB_ID", std::string(256, 'j')),
+     {"GPUXFER_JOB_ID", "at most 255"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rows, LaunchEnvBad, ::testing::ValuesIn(bad_rows),

@@ -22,10 +22,11 @@
 
 namespace gpuxfer::test {
 
-/// One rank's LaunchEnv; @p gpu is the UUID its Hello or claim carries (empty: none known).
+/// One rank's LaunchEnv; @p gpu is the UUID its Hello or claim carries (empty: none known), @p job the
+/// job it says it belongs to (empty: none named).
 inline detail::LaunchEnv rank_env(int rank, int world, const detail::InitAddress& init,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10),
-                                  std::string gpu = {}) {
+                                  std::string gpu = {}, std::string job = {}) {
   detail::LaunchEnv env;
   env.rank = rank;
   env.world_size = world;
@@ -34,6 +35,7 @@ inline detail::LaunchEnv rank_env(int rank, int world, const detail::InitAddress
   env.timeout = timeout;
   env.launcher = "test";
   env.gpu = std::move(gpu);
+  env.job = std::move(job);
   return env;
 }
 

@@ -1,5 +1,6 @@
 // A small program for `gpuxfer launch`'s tests, one mode per argument:
-//   print               prints its rank variables, CUDA_VISIBLE_DEVICES and GPUXFER_NODE_ID, one line on
+//   print               prints its rank variables, CUDA_VISIBLE_DEVICES, GPUXFER_NODE_ID and GPUXFER_JOB_ID,
+//   one line on
 //                       stdout, one on stderr
 //   rendezvous          runs the rendezvous its environment names; rank 0's blob says its pid; prints it
 //   fail R CODE         rank R exits with CODE after 200 ms; the others wait (at most 30 s) for a signal
@@ -86,9 +87,10 @@ int main(int argc, char** argv) try {
   std::signal(SIGINT, on_signal);
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "print") {
-    std::printf("rank=%s local=%s world=%s init=%s cuda=%s node=%s\n", var("GPUXFER_RANK").c_str(),
+    std::printf("rank=%s local=%s world=%s init=%s cuda=%s node=%s job=%s\n", var("GPUXFER_RANK").c_str(),
                 var("GPUXFER_LOCAL_RANK").c_str(), var("GPUXFER_WORLD_SIZE").c_str(),
-                var("GPUXFER_INIT").c_str(), var("CUDA_VISIBLE_DEVICES").c_str(), var("GPUXFER_NODE_ID").c_str());
+                var("GPUXFER_INIT").c_str(), var("CUDA_VISIBLE_DEVICES").c_str(),
+                var("GPUXFER_NODE_ID").c_str(), var("GPUXFER_JOB_ID").c_str());
     std::fprintf(stderr, "to stderr from %s\n", var("GPUXFER_RANK").c_str());
     std::printf("no newline at the end");
     return 0;

@@ -32,20 +32,30 @@ const std::string probe = "'" RANK_PROBE "'";
 using gpuxfer::test::has;
 
 TEST(GpuxferLaunch, PrefixesEveryLineAndSetsTheEnvironment) {
-  const LaunchRun run = launch("-n 3 -- " + probe + " print", "CUDA_VISIBLE_DEVICES=5,6 GPUXFER_RANK=99");
+  const std::string caller = "CUDA_VISIBLE_DEVICES=5,6 GPUXFER_RANK=99 GPUXFER_JOB_ID=the-callers";
+  const LaunchRun run = launch("-n 3 -- " + probe + " print", caller);
   ASSERT_EQ(run.code, 0) << run.output;
-  std::set<std::string> ports;
+  std::set<std::string> ports, jobs;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string r = std::to_string(rank);
-    const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " local=" + r +
-                          " world=3 init=tcp://127\\.0\\.0\\.1:([0-9]+) cuda=5,6 node=<unset>\n");
+    const std::regex line(
+        "(^|\n)\\[" + r + "\\] rank=" + r + " local=" + r +
+        " world=3 init=tcp://127\\.0\\.0\\.1:([0-9]+) cuda=5,6 node=<unset> job=(launch:[^ ]+)\n");
     std::smatch match;
     ASSERT_TRUE(std::regex_search(run.output, match, line)) << "rank " << rank << ":\n" << run.output;
     ports.insert(match[2]);
+    jobs.insert(match[3]);
     EXPECT_TRUE(has(run, "[" + r + "] to stderr from " + r + "\n")) << run.output;
     EXPECT_TRUE(has(run, "[" + r + "] no newline at the end\n")) << run.output;
   }
   EXPECT_EQ(ports.size(), 1U) << "the ranks were given different rendezvous ports:\n" << run.output;
+  EXPECT_EQ(jobs.size(), 1U) << "the ranks were given different job ids:\n" << run.output;
+  // Another launch is another job.
+  const LaunchRun again = launch("-n 1 -- " + probe + " print", caller);
+  ASSERT_EQ(again.code, 0) << again.output;
+  std::smatch other;
+  ASSERT_TRUE(std::regex_search(again.output, other, std::regex("job=(launch:[^ ]+)\n"))) << again.output;
+  EXPECT_EQ(jobs.count(other[1]), 0U) << "two launches gave one job id: " << other[1];
 }
 
 // --node-per-rank: each rank's GPUXFER_NODE_ID is its own (one from the caller's environment replaced).
@@ -54,7 +64,7 @@ TEST(GpuxferLaunch, NodePerRankGivesEachRankANodeId) {
   ASSERT_EQ(run.code, 0) << run.output;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string r = std::to_string(rank);
-    const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " .* node=rank" + r + "\n");
+    const std::regex line("(^|\n)\\[" + r + "\\] rank=" + r + " .* node=rank" + r + " job=launch:");
     EXPECT_TRUE(std::regex_search(run.output, line)) << "rank " << rank << ":\n" << run.output;
   }
 }

@@ -186,6 +186,42 @@ TEST(TcpRendezvousErrors, ARankThatLeavesAfterJoiningIsNamed) {
   EXPECT_LT(took, 2500ms) << "rank 0 should see the connection close, not wait for its timeout";
 }
 
+// A process of another job on the job's port (two jobs given one MASTER_PORT, or a rank of an earlier job
+// still trying to reach its rank 0): rank 0 refuses it alone, naming both jobs, and the job forms with
+// its own rank 1, which comes later. Without job names that stranger's rank 1 would have been taken, and
+// the real one refused as a rank claimed twice, failing the whole job. Its other world size does not
+// matter either: the job is compared first.
+TEST(TcpRendezvousErrors, AProcessOfAnotherJobIsRefusedAloneAndTheJobForms) {
+  const auto init = test::local_tcp();
+  const auto env = [&](int rank, int world, const char* job) {
+    return rank_env(rank, world, init, 5000ms, {}, job);
+  };
+  const std::string blob = test::pattern_blob(41);
+  const auto outcomes =
+      test::run_forked({rank_body(env(0, 2, "slurm:7.0"), blob), rank_body(env(1, 3, "slurm:8.0"), ""),
+                        rank_body(env(1, 2, "slurm:7.0"), "")},
+                       20s, {0ms, 50ms, 400ms});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[2]}, blob));
+  EXPECT_TRUE(test::every_rank_failed_with(
+      {outcomes[1]}, {"of job 'slurm:8.0'", "serves job 'slurm:7.0'", "a rendezvous address of its own"}));
+}
+
+// A rank that names no job (set by hand) joins a job that has a name, and the other way round: only two
+// names that differ are refused.
+TEST(TcpRendezvous, ARankThatNamesNoJobIsTaken) {
+  const auto init = test::local_tcp();
+  const auto env = [&](int rank, const char* job) { return rank_env(rank, 3, init, 5000ms, {}, job); };
+  const std::string blob = test::pattern_blob(42);
+  const auto outcomes = test::run_forked({rank_body(env(0, "torchrun:a"), blob), rank_body(env(1, ""), ""),
+                                          rank_body(env(2, "torchrun:a"), "")});
+  EXPECT_TRUE(test::every_rank_got(outcomes, blob));
+  const auto unnamed_root = test::local_tcp();
+  const auto outcomes_2 = test::run_forked({rank_body(rank_env(0, 2, unnamed_root, 5000ms), blob),
+                                            rank_body(rank_env(1, 2, unnamed_root, 5000ms, {}, "x"), "")});
+  EXPECT_TRUE(test::every_rank_got(outcomes_2, blob));
+}
+
 // Ranks that never join are listed as ranges, so that a large world's error stays short.
 TEST(TcpRendezvousErrors, MissingRanksAreListedAsRanges) {
   const auto init = test::local_tcp();

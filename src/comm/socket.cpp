@@ -14,6 +14,8 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "runtime/log.hpp"
+
 namespace gpuxfer::detail {
 namespace {
 
@@ -28,18 +30,24 @@ struct AddrInfoFree {
 };
 using AddrInfo = std::unique_ptr<addrinfo, AddrInfoFree>;
 
-AddrInfo resolve(const std::string& host, int port, bool passive) {
+// getaddrinfo's addresses for @p host, or none and its error status.
+struct Resolved {
+  AddrInfo found;
+  int status = 0;
+};
+
+Resolved look_up(const std::string& host, int port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* found = nullptr;
   const int status = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (status != 0) {
-    comm_fail("cannot resolve the rendezvous host '" + host + "' (" + gai_strerror(status) +
-              "): check GPUXFER_INIT or MASTER_ADDR");
-  }
-  return AddrInfo(found);
+  return {AddrInfo(status == 0 ? found : nullptr), status};
+}
+
+std::string cannot_resolve(const std::string& host, int status) {
+  return "cannot resolve the rendezvous host '" + host + "' (" + gai_strerror(status) + ")";
 }
 
 UniqueFd open_socket(const addrinfo& info) {
@@ -80,7 +88,10 @@ int UniqueFd::release() noexcept {
 }
 
 UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface) {
-  const AddrInfo found = resolve(host, port, true);
+  const Resolved resolved = look_up(host, port, true);
+  if (resolved.status != 0)
+    comm_fail(cannot_resolve(host, resolved.status) + ": check GPUXFER_INIT or MASTER_ADDR");
+  const AddrInfo& found = resolved.found;
   int last_error = 0;
   for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
     UniqueFd fd = open_socket(*info);
@@ -127,9 +138,17 @@ int pick_free_port(const std::string& host) { return bound_port(tcp_listen(host,
 
 UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline, const std::string& who) {
   int last_error = 0;
+  int unresolved = 0;  // getaddrinfo's status while the name does not resolve
   do {
-    const AddrInfo found = resolve(host, port, false);
-    for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
+    // A name that does not resolve may yet (a cluster's DNS can learn rank 0's name after the others
+    // start): tried again until the deadline, as an address nobody listens on.
+    const Resolved resolved = look_up(host, port, false);
+    if (resolved.status != 0 && unresolved == 0) {
+      GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved.status) + ": trying again for up to " +
+                            deadline.describe());
+    }
+    unresolved = resolved.status;
+    for (const addrinfo* info = resolved.found.get(); info != nullptr; info = info->ai_next) {
       UniqueFd fd = open_socket(*info);
       if (!fd) {
         last_error = errno;
@@ -138,9 +157,15 @@ UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline
       last_error = try_connect(fd, *info, deadline);
       if (last_error == 0) return fd;
     }
-    // Nobody listens yet (rank 0 starts later) or the network is not up: try again shortly.
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, deadline.poll_ms())));
+    // Nobody listens yet (rank 0 starts later) or the network is not up: try again shortly; a name
+    // that does not resolve, after a second (each try asks the resolver, perhaps a cluster's DNS).
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min(unresolved != 0 ? 1000 : 50, deadline.poll_ms())));
   } while (!deadline.expired());
+  if (unresolved != 0) {
+    comm_fail(who + " " + cannot_resolve(host, unresolved) + " within " + deadline.describe() +
+              ": check GPUXFER_INIT or MASTER_ADDR, and that this host's resolver knows rank 0's host");
+  }
   comm_fail(who + " could not reach rank 0 at " + endpoint(host, port) + " within " + deadline.describe() +
             " (last error: " + std::strerror(last_error) +
             "): check that rank 0 runs, that GPUXFER_INIT or MASTER_ADDR/MASTER_PORT name its host and port, "

@@ -41,7 +41,8 @@ class UniqueFd {
 /// that hands it to the rank that will listen on it.
 [[nodiscard]] int pick_free_port(const std::string& host);
 
-/// Connects to @p host:@p port, retrying while nobody listens there yet, until @p deadline.
+/// Connects to @p host:@p port, retrying while nobody listens there yet or @p host does not resolve, until
+/// @p deadline.
 /// @p who says who connects, for the messages ("rank 3").
 /// @throws Error(Errc::comm_error) naming host:port, the timeout and the last error
 [[nodiscard]] UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline,

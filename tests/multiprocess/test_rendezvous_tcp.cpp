@@ -104,6 +104,22 @@ TEST(TcpRendezvousErrors, NobodyListeningNamesTheAddressAndTheTimeout) {
   EXPECT_LT(took, 5s);
 }
 
+// A name that does not resolve (yet: a cluster's DNS may learn rank 0's name after the other ranks start)
+// is tried again until the timeout, and then named with the resolver's
+// error. ".invalid" never resolves (RFC 6761).
+TEST(TcpRendezvousErrors, ANameThatDoesNotResolveIsTriedUntilTheTimeout) {
+  const auto init = detail::parse_init_address("tcp://gpuxfer-rank-zero.invalid:29500", "test");
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({rank_body(rank_env(1, 2, init, 1500ms), "")}, 60s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "cannot resolve the rendezvous host 'gpuxfer-rank-zero.invalid'"))
+      << outcomes[0].text;
+  EXPECT_TRUE(contains(outcomes[0], "within 1.5 s (GPUXFER_TIMEOUT)")) << outcomes[0].text;
+  EXPECT_TRUE(contains(outcomes[0], "MASTER_ADDR")) << outcomes[0].text;
+  EXPECT_GE(took, 1400ms) << "gave up before the timeout";
+}
+
 TEST(TcpRendezvousErrors, PortInUseOnRankZero) {
   const detail::UniqueFd holder = detail::tcp_listen("127.0.0.1", 0, 1);
   const int port = detail::bound_port(holder);

@@ -105,8 +105,8 @@ TEST(TcpRendezvousErrors, NobodyListeningNamesTheAddressAndTheTimeout) {
 }
 
 // A name that does not resolve (yet: a cluster's DNS may learn rank 0's name after the other ranks start)
-// is tried again until the timeout, and then named with the resolver's
-// error. ".invalid" never resolves (RFC 6761).
+// is tried again until the timeout, and then named with the resolver's error. ".invalid" never resolves
+// (RFC 6761).
 TEST(TcpRendezvousErrors, ANameThatDoesNotResolveIsTriedUntilTheTimeout) {
   const auto init = detail::parse_init_address("tcp://gpuxfer-rank-zero.invalid:29500", "test");
   const auto start = std::chrono::steady_clock::now();

@@ -29,15 +29,22 @@ struct Peer {
   std::optional<Hello> hello;
 };
 
+// What this process says of itself: the Hello it sends, or (rank 0) compares the others' with.
+Hello hello_of(const LaunchEnv& env) {
+  Hello hello;
+  hello.world_size = static_cast<std::uint32_t>(env.world_size);
+  hello.rank = static_cast<std::uint32_t>(env.rank);
+  hello.local_rank = static_cast<std::uint32_t>(env.local_rank);
+  hello.host = local_host_name();
+  hello.gpu = env.gpu;
+  hello.job = env.job;
+  return hello;
+}
+
 // Rank 0's view of a rendezvous in progress.
 class Server {
  public:
-  explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(Hello{}) {
-    self_.world_size = static_cast<std::uint32_t>(env.world_size);
-    self_.local_rank = static_cast<std::uint32_t>(env.local_rank);
-    self_.host = local_host_name();
-    self_.gpu = env.gpu;
-    self_.job = env.job;
+  explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(hello_of(env)) {
     listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface);
   }
 
@@ -205,14 +212,7 @@ class Server {
 void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob) { Server(env).run(blob); }
 
 std::string join_tcp_rendezvous(const LaunchEnv& env) {
-  Hello hello;
-  hello.world_size = static_cast<std::uint32_t>(env.world_size);
-  hello.rank = static_cast<std::uint32_t>(env.rank);
-  hello.local_rank = static_cast<std::uint32_t>(env.local_rank);
-  hello.host = local_host_name();
-  hello.gpu = env.gpu;
-  hello.job = env.job;
-  return join_tcp_rendezvous(env.init, hello, env.timeout);
+  return join_tcp_rendezvous(env.init, hello_of(env), env.timeout);
 }
 
 std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,

@@ -101,7 +101,13 @@ class FileRendezvous {
 
   std::string claim_text() const {
     return "world_size " + std::to_string(env_.world_size) + "\nlocal_rank " +
-           std::to_string(env_.local_rank) + "\nhost " + local_host_name() + "\ngpu " + env_.gpu + "\n";
+           std::to_string(env_.local_rank) + "\nhost " + local_host_name() + "\ngpu " + env_.gpu + "\njob " +
+           env_.job + "\n";
+  }
+
+  // Two jobs whose names differ (a rank that names none goes with any, as over TCP).
+  static bool other_job(const std::string& job, const std::string& own) {
+    return !job.empty() && !own.empty() && job != own;
   }
 
   void claim() {
@@ -133,6 +139,12 @@ class FileRendezvous {
         missing.add(rank);
         continue;
       }
+      // Before anything else: a claim of another job must not join this one (this rank 0 and another
+      // job's rank would form one communicator). Its number is taken, so the job cannot form: refused.
+      if (const std::string job = field(*claim, "job"); other_job(job, env_.job)) {
+        refuse(who(rank, *claim) + " is of job '" + job + "', but rank 0 is of job '" + env_.job + "': two " +
+               "jobs meet on " + env_.init.to_string() + "; give each job a GPUXFER_INIT path of its own");
+      }
       const std::string world = field(*claim, "world_size");
       if (world != std::to_string(env_.world_size)) {
         refuse("rank " + std::to_string(rank) + " (on " + field(*claim, "host") +
@@ -155,7 +167,8 @@ class FileRendezvous {
   }
 
   std::string result_head() const {
-    return std::string(header) + "\nworld_size " + std::to_string(env_.world_size) + "\n";
+    return std::string(header) + "\nworld_size " + std::to_string(env_.world_size) + "\njob " + env_.job +
+           "\n";
   }
 
   // Publishes the error for the ranks that wait for the result, then throws it. The files stay: a rank
@@ -206,6 +219,11 @@ class FileRendezvous {
       comm_fail(path_ + " is not a gpuxfer rendezvous file");
     if (const std::string error = field(*text, "error"); !error.empty())
       comm_fail("rank 0 refused the job: " + error);
+    if (const std::string job = field(*text, "job"); other_job(job, env_.job)) {
+      comm_fail("rank " + std::to_string(env_.rank) + " is of job '" + env_.job + "', but " + path_ +
+                " is rank 0's of job '" + job +
+                "': two jobs meet on one path; give each job a GPUXFER_INIT " + "path of its own");
+    }
     if (world != std::to_string(env_.world_size)) {
       comm_fail("rank " + std::to_string(env_.rank) + " has world size " + std::to_string(env_.world_size) +
                 ", rank 0 says " + world + " in " + path_ +

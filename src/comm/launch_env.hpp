@@ -29,7 +29,7 @@ struct LaunchEnv {
   /// The rendezvous refuses two ranks with one (NCCL cannot put two ranks on one GPU).
   std::string gpu;
   /// What names this job on every rank, when something does (read_launch_env says what); empty when
-  /// nothing does. The TCP rendezvous refuses a process whose job has another name.
+  /// nothing does. Both rendezvous refuse a process whose job has another name.
   std::string job;
 };
 

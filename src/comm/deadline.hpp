@@ -1,9 +1,19 @@
-// A point in time that every wait of a rendezvous is bounded by (GPUXFER_TIMEOUT), on the steady clock.
+// A point in time that every wait of a rendezvous is bounded by (GPUXFER_TIMEOUT), on the steady clock, and
+// call_within: a call that cannot be bounded itself (getaddrinfo), waited for until such a point.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
 
 namespace gpuxfer::detail {
 
@@ -53,5 +63,49 @@ class Deadline {
   std::chrono::milliseconds timeout_;
   Clock::time_point end_;
 };
+
+/// Runs @p work on a thread of its own and waits for it until @p deadline: its value, or nothing when the
+/// deadline comes first. A call that outlives the wait (a resolver that does not answer) runs to its end on
+/// that thread, which holds what it writes, and its value is dropped. What @p work throws is rethrown here.
+/// Where no thread can be started, @p work runs on the caller's, unbounded.
+template <class Work>
+[[nodiscard]] std::optional<std::invoke_result_t<Work&>> call_within(const Deadline& deadline, Work work) {
+  using Value = std::invoke_result_t<Work&>;
+  struct State {
+    explicit State(Work&& w) : work(std::move(w)) {}
+    Work work;
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::optional<Value> value;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>(std::move(work));
+  try {
+    std::thread([state] {
+      std::optional<Value> value;
+      std::exception_ptr error;
+      try {
+        value.emplace(state->work());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      const std::lock_guard lock(state->mutex);
+      state->value = std::move(value);
+      state->error = error;
+      state->done = true;
+      state->finished.notify_one();
+    }).detach();
+  } catch (const std::system_error&) {
+    return state->work();  // no thread to be had
+  }
+  std::unique_lock lock(state->mutex);
+  while (!state->done && !deadline.expired()) {
+    state->finished.wait_for(lock, std::chrono::milliseconds(deadline.poll_ms()));
+  }
+  if (!state->done) return std::nullopt;
+  if (state->error) std::rethrow_exception(state->error);
+  return std::move(state->value);
+}
 
 }  // namespace gpuxfer::detail

@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -30,10 +32,12 @@ struct AddrInfoFree {
 };
 using AddrInfo = std::unique_ptr<addrinfo, AddrInfoFree>;
 
-// getaddrinfo's addresses for @p host, or none and its error status.
+// getaddrinfo's addresses for @p host, or none and its error status (answered: false when the resolver
+// gave no answer in time).
 struct Resolved {
   AddrInfo found;
   int status = 0;
+  bool answered = true;
 };
 
 Resolved look_up(const std::string& host, int port, bool passive) {
@@ -46,8 +50,18 @@ Resolved look_up(const std::string& host, int port, bool passive) {
   return {AddrInfo(status == 0 ? found : nullptr), status};
 }
 
-std::string cannot_resolve(const std::string& host, int status) {
-  return "cannot resolve the rendezvous host '" + host + "' (" + gai_strerror(status) + ")";
+// look_up, given up at @p deadline: a resolver that does not answer (a DNS server down, which glibc asks
+// for 5 s, twice, before the next) cannot hold a rank past its timeout.
+Resolved look_up_within(const std::string& host, int port, const Deadline& deadline) {
+  std::optional<Resolved> resolved =
+      call_within(deadline, [host, port] { return look_up(host, port, false); });
+  if (!resolved) return {AddrInfo(), EAI_AGAIN, false};
+  return std::move(*resolved);
+}
+
+std::string cannot_resolve(const std::string& host, const Resolved& resolved) {
+  return "cannot resolve the rendezvous host '" + host + "' (" +
+         (resolved.answered ? gai_strerror(resolved.status) : "the resolver did not answer in time") + ")";
 }
 
 UniqueFd open_socket(const addrinfo& info) {
@@ -89,8 +103,7 @@ int UniqueFd::release() noexcept {
 
 UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface) {
   const Resolved resolved = look_up(host, port, true);
-  if (resolved.status != 0)
-    comm_fail(cannot_resolve(host, resolved.status) + ": check GPUXFER_INIT or MASTER_ADDR");
+  if (resolved.status != 0) comm_fail(cannot_resolve(host, resolved) + ": check GPUXFER_INIT or MASTER_ADDR");
   const AddrInfo& found = resolved.found;
   int last_error = 0;
   for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
@@ -138,16 +151,20 @@ int pick_free_port(const std::string& host) { return bound_port(tcp_listen(host,
 
 UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline, const std::string& who) {
   int last_error = 0;
-  int unresolved = 0;  // getaddrinfo's status while the name does not resolve
+  std::optional<Resolved> unresolved;  // the last look-up, while the name does not resolve
   do {
     // A name that does not resolve may yet (a cluster's DNS can learn rank 0's name after the others
     // start): tried again until the deadline, as an address nobody listens on.
-    const Resolved resolved = look_up(host, port, false);
-    if (resolved.status != 0 && unresolved == 0) {
-      GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved.status) + ": trying again for up to " +
+    Resolved resolved = look_up_within(host, port, deadline);
+    if (resolved.status != 0 && !unresolved) {
+      GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved) + ": trying again for up to " +
                             deadline.describe());
     }
-    unresolved = resolved.status;
+    if (resolved.status != 0) {
+      unresolved = Resolved{AddrInfo(), resolved.status, resolved.answered};
+    } else {
+      unresolved.reset();
+    }
     for (const addrinfo* info = resolved.found.get(); info != nullptr; info = info->ai_next) {
       UniqueFd fd = open_socket(*info);
       if (!fd) {
@@ -160,10 +177,10 @@ UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline
     // Nobody listens yet (rank 0 starts later) or the network is not up: try again shortly; a name
     // that does not resolve, after a second (each try asks the resolver, perhaps a cluster's DNS).
     std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::min(unresolved != 0 ? 1000 : 50, deadline.poll_ms())));
+        std::chrono::milliseconds(std::min(unresolved ? 1000 : 50, deadline.poll_ms())));
   } while (!deadline.expired());
-  if (unresolved != 0) {
-    comm_fail(who + " " + cannot_resolve(host, unresolved) + " within " + deadline.describe() +
+  if (unresolved) {
+    comm_fail(who + " " + cannot_resolve(host, *unresolved) + " within " + deadline.describe() +
               ": check GPUXFER_INIT or MASTER_ADDR, and that this host's resolver knows rank 0's host");
   }
   comm_fail(who + " could not reach rank 0 at " + endpoint(host, port) + " within " + deadline.describe() +

@@ -1,8 +1,13 @@
 // Deadline, which bounds every wait of a rendezvous and of NCCL: a timeout too long for the steady clock
 // (a caller's "no timeout": milliseconds::max(), Python's timedelta.max) is a deadline never reached,
-// not an overflow that has expired at once.
+// not an overflow that has expired at once; call_within, which bounds a call that cannot bound itself.
+#include <atomic>
 #include <chrono>
 #include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -45,6 +50,37 @@ TEST(Deadline, AnExtendedDeadlineDescribesTheTimeoutItWasGiven) {
   EXPECT_EQ(d.timeout(), milliseconds(2000));
   EXPECT_EQ(d.describe(), "2 s (GPUXFER_TIMEOUT)");
   EXPECT_GT(d.poll_ms(milliseconds(10'000)), 2500) << "still ends a second after the timeout";
+}
+
+TEST(CallWithin, ACallThatEndsInTimeGivesItsValue) {
+  const auto value = call_within(Deadline(milliseconds(5000)), [] { return std::string("resolved"); });
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ(*value, "resolved");
+}
+
+// A resolver that does not answer: the wait ends at the deadline, the call goes on alone to its end and
+// writes only into what its thread holds (run under ASan, a write into the caller's frame would show).
+TEST(CallWithin, ACallThatDoesNotEndIsLeftAtTheDeadline) {
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  const auto start = std::chrono::steady_clock::now();
+  const auto value = call_within(Deadline(milliseconds(100)), [ended] {
+    std::this_thread::sleep_for(milliseconds(800));
+    ended->store(true);
+    return std::string(1000, 'x');
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(value.has_value());
+  EXPECT_GE(took, milliseconds(100));
+  EXPECT_LT(took, milliseconds(600)) << "waited for the call rather than the deadline";
+  EXPECT_FALSE(ended->load());
+  for (int i = 0; i < 200 && !ended->load(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(ended->load()) << "the call was not left to end";
+}
+
+TEST(CallWithin, WhatTheCallThrowsIsRethrown) {
+  EXPECT_THROW((void)call_within(Deadline(milliseconds(5000)),
+                                 []() -> int { throw std::runtime_error("resolver broke"); }),
+               std::runtime_error);
 }
 
 }  // namespace

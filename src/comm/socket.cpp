@@ -52,16 +52,16 @@ Resolved look_up(const std::string& host, int port, bool passive) {
 
 // look_up, given up at @p deadline: a resolver that does not answer (a DNS server down, which glibc asks
 // for 5 s, twice, before the next) cannot hold a rank past its timeout.
-Resolved look_up_within(const std::string& host, int port, const Deadline& deadline) {
+Resolved look_up_within(const std::string& host, int port, bool passive, const Deadline& deadline) {
   std::optional<Resolved> resolved =
-      call_within(deadline, [host, port] { return look_up(host, port, false); });
+      call_within(deadline, [host, port, passive] { return look_up(host, port, passive); });
   if (!resolved) return {AddrInfo(), EAI_AGAIN, false};
   return std::move(*resolved);
 }
 
 std::string cannot_resolve(const std::string& host, const Resolved& resolved) {
   return "cannot resolve the rendezvous host '" + host + "' (" +
-         (resolved.answered ? gai_strerror(resolved.status) : "the resolver did not answer in time") + ")";
+         (resolved.answered ? gai_strerror(resolved.status) : "the resolver gave no answer") + ")";
 }
 
 UniqueFd open_socket(const addrinfo& info) {
@@ -101,9 +101,13 @@ int UniqueFd::release() noexcept {
   return fd;
 }
 
-UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface) {
-  const Resolved resolved = look_up(host, port, true);
-  if (resolved.status != 0) comm_fail(cannot_resolve(host, resolved) + ": check GPUXFER_INIT or MASTER_ADDR");
+UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface,
+                    const Deadline& deadline) {
+  const Resolved resolved = look_up_within(host, port, true, deadline);
+  if (resolved.status != 0) {
+    comm_fail(cannot_resolve(host, resolved) + (resolved.answered ? "" : " within " + deadline.describe()) +
+              ": check GPUXFER_INIT or MASTER_ADDR");
+  }
   const AddrInfo& found = resolved.found;
   int last_error = 0;
   for (const addrinfo* info = found.get(); info != nullptr; info = info->ai_next) {
@@ -155,8 +159,8 @@ UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline
   do {
     // A name that does not resolve may yet (a cluster's DNS can learn rank 0's name after the others
     // start): tried again until the deadline, as an address nobody listens on.
-    Resolved resolved = look_up_within(host, port, deadline);
-    if (resolved.status != 0 && !unresolved) {
+    Resolved resolved = look_up_within(host, port, false, deadline);
+    if (resolved.status != 0 && !unresolved && !deadline.expired()) {
       GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved) + ": trying again for up to " +
                             deadline.describe());
     }

@@ -30,9 +30,12 @@ class UniqueFd {
 };
 
 /// A non-blocking socket listening on @p host:@p port (port 0: any free one); with @p every_interface, on
-/// @p port of every interface of the family @p host resolves to (IPv6: IPv4 too), @p host resolved all the same.
+/// @p port of every interface of the family @p host resolves to (IPv6: IPv4 too), @p host resolved all the
+/// same (the look-up given up at @p deadline; none by default).
 /// @throws Error(Errc::comm_error) naming host:port, saying so when the port is already in use
-[[nodiscard]] UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface = false);
+[[nodiscard]] UniqueFd tcp_listen(const std::string& host, int port, int backlog,
+                                  bool every_interface = false,
+                                  const Deadline& deadline = Deadline(std::chrono::milliseconds::max()));
 
 /// The port a listening socket is bound to.
 [[nodiscard]] int bound_port(const UniqueFd& socket);

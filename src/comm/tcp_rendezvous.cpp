@@ -45,7 +45,7 @@ Hello hello_of(const LaunchEnv& env) {
 class Server {
  public:
   explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(hello_of(env)) {
-    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface);
+    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface, deadline_);
   }
 
   void run(const std::string& blob) {

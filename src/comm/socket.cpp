@@ -51,8 +51,17 @@ Resolved look_up(const std::string& host, int port, bool passive) {
 }
 
 // look_up, given up at @p deadline: a resolver that does not answer (a DNS server down, which glibc asks
-// for 5 s, twice, before the next) cannot hold a rank past its timeout.
+// for 5 s, twice, before the next) cannot hold a rank past its timeout. A numeric address asks no resolver:
+// read at once, on this thread.
 Resolved look_up_within(const std::string& host, int port, bool passive, const Deadline& deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* numeric = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &numeric) == 0) {
+    freeaddrinfo(numeric);
+    return look_up(host, port, passive);
+  }
   std::optional<Resolved> resolved =
       call_within(deadline, [host, port, passive] { return look_up(host, port, passive); });
   if (!resolved) return {AddrInfo(), EAI_AGAIN, false};
@@ -155,20 +164,25 @@ int pick_free_port(const std::string& host) { return bound_port(tcp_listen(host,
 
 UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline, const std::string& who) {
   int last_error = 0;
-  std::optional<Resolved> unresolved;  // the last look-up, while the name does not resolve
+  std::optional<Resolved> unresolved;  // the last answer, while the name does not resolve
+  bool answered = false;               // whether the resolver has answered a look-up yet
   do {
     // A name that does not resolve may yet (a cluster's DNS can learn rank 0's name after the others
-    // start): tried again until the deadline, as an address nobody listens on.
+    // start): tried again until the deadline, as an address nobody listens on. A look-up cut short by the
+    // deadline (the last try) says nothing new when an earlier one was answered.
     Resolved resolved = look_up_within(host, port, false, deadline);
-    if (resolved.status != 0 && !unresolved && !deadline.expired()) {
-      GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved) + ": trying again for up to " +
-                            deadline.describe());
+    if (resolved.answered || !answered) {
+      if (resolved.status != 0 && !unresolved && !deadline.expired()) {
+        GPUXFER_LOG(warn, who + ": " + cannot_resolve(host, resolved) + ": trying again for up to " +
+                              deadline.describe());
+      }
+      if (resolved.status != 0) {
+        unresolved = Resolved{AddrInfo(), resolved.status, resolved.answered};
+      } else {
+        unresolved.reset();
+      }
     }
-    if (resolved.status != 0) {
-      unresolved = Resolved{AddrInfo(), resolved.status, resolved.answered};
-    } else {
-      unresolved.reset();
-    }
+    answered = answered || resolved.answered;
     for (const addrinfo* info = resolved.found.get(); info != nullptr; info = info->ai_next) {
       UniqueFd fd = open_socket(*info);
       if (!fd) {

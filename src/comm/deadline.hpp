@@ -67,7 +67,9 @@ class Deadline {
 /// Runs @p work on a thread of its own and waits for it until @p deadline: its value, or nothing when the
 /// deadline comes first. A call that outlives the wait (a resolver that does not answer) runs to its end on
 /// that thread, which holds what it writes, and its value is dropped. What @p work throws is rethrown here.
-/// Where no thread can be started, @p work runs on the caller's, unbounded.
+/// Where no thread can be started, @p work runs on the caller's, unbounded. A call left running keeps its
+/// thread in this library's code until it returns: a program that unloads the library (dlclose) must not
+/// do so while a rank's look-up is still unanswered.
 template <class Work>
 [[nodiscard]] std::optional<std::invoke_result_t<Work&>> call_within(const Deadline& deadline, Work work) {
   using Value = std::invoke_result_t<Work&>;

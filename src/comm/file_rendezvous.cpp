@@ -105,11 +105,6 @@ class FileRendezvous {
            env_.job + "\n";
   }
 
-  // Two jobs whose names differ (a rank that names none goes with any, as over TCP).
-  static bool other_job(const std::string& job, const std::string& own) {
-    return !job.empty() && !own.empty() && job != own;
-  }
-
   void claim() {
     if (!publish(rank_file("rank", env_.rank), claim_text(), true)) {
       comm_fail(
@@ -141,7 +136,7 @@ class FileRendezvous {
       }
       // Before anything else: a claim of another job must not join this one (this rank 0 and another
       // job's rank would form one communicator). Its number is taken, so the job cannot form: refused.
-      if (const std::string job = field(*claim, "job"); other_job(job, env_.job)) {
+      if (const std::string job = field(*claim, "job"); other_jobs(job, env_.job)) {
         refuse(who(rank, *claim) + " is of job '" + job + "', but rank 0 is of job '" + env_.job + "': two " +
                "jobs meet on " + env_.init.to_string() + "; give each job a GPUXFER_INIT path of its own");
       }
@@ -219,10 +214,10 @@ class FileRendezvous {
       comm_fail(path_ + " is not a gpuxfer rendezvous file");
     if (const std::string error = field(*text, "error"); !error.empty())
       comm_fail("rank 0 refused the job: " + error);
-    if (const std::string job = field(*text, "job"); other_job(job, env_.job)) {
+    if (const std::string job = field(*text, "job"); other_jobs(job, env_.job)) {
       comm_fail("rank " + std::to_string(env_.rank) + " is of job '" + env_.job + "', but " + path_ +
                 " is rank 0's of job '" + job +
-                "': two jobs meet on one path; give each job a GPUXFER_INIT " + "path of its own");
+                "': two jobs meet on one path; give each job a GPUXFER_INIT path of its own");
     }
     if (world != std::to_string(env_.world_size)) {
       comm_fail("rank " + std::to_string(env_.rank) + " has world size " + std::to_string(env_.world_size) +

@@ -36,6 +36,12 @@ struct LaunchEnv {
 /// The longest job name: GPUXFER_JOB_ID past it is refused, a launcher's own is cut there.
 inline constexpr std::size_t max_job_bytes = 255;
 
+/// Whether @p job and @p own name two jobs: both named, and not alike (a rank that names no job goes with
+/// any). What both rendezvous refuse.
+[[nodiscard]] inline bool other_jobs(const std::string& job, const std::string& own) {
+  return !job.empty() && !own.empty() && job != own;
+}
+
 /// @p variable as an integer of at least @p least; @p because says why it is needed when it is unset.
 /// @throws Error(Errc::invalid_option) naming the variable and its value, or saying it is unset
 [[nodiscard]] int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because,

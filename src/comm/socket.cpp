@@ -40,11 +40,12 @@ struct Resolved {
   bool answered = true;
 };
 
-Resolved look_up(const std::string& host, int port, bool passive) {
+// @p numeric_only: AI_NUMERICHOST, no resolver asked (a name fails at once).
+Resolved look_up(const std::string& host, int port, bool passive, bool numeric_only = false) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) | (numeric_only ? AI_NUMERICHOST : 0);
   addrinfo* found = nullptr;
   const int status = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
   return {AddrInfo(status == 0 ? found : nullptr), status};
@@ -54,14 +55,7 @@ Resolved look_up(const std::string& host, int port, bool passive) {
 // for 5 s, twice, before the next) cannot hold a rank past its timeout. A numeric address asks no resolver:
 // read at once, on this thread.
 Resolved look_up_within(const std::string& host, int port, bool passive, const Deadline& deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* numeric = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &numeric) == 0) {
-    freeaddrinfo(numeric);
-    return look_up(host, port, passive);
-  }
+  if (Resolved numeric = look_up(host, port, passive, true); numeric.status == 0) return numeric;
   std::optional<Resolved> resolved =
       call_within(deadline, [host, port, passive] { return look_up(host, port, passive); });
   if (!resolved) return {AddrInfo(), EAI_AGAIN, false};

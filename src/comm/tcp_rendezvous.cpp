@@ -122,7 +122,7 @@ class Server {
     }
     // Before anything that fails the job: a process of another job (two jobs given one port, or a rank of
     // an earlier job still trying to reach its rank 0) is turned away alone.
-    if (!hello.job.empty() && !self_.job.empty() && hello.job != self_.job) {
+    if (other_jobs(hello.job, self_.job)) {
       refuse(peer, who + " is of job '" + hello.job + "', but rank 0 at " + env_.init.to_string() + " (on " +
                        self_.host + ") serves job '" + self_.job +
                        "': two jobs meet on one address; give each job a rendezvous address of its own "

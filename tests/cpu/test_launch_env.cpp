@@ -178,7 +178,7 @@ TEST(LaunchEnv, AnAbsurdWorldSizeIsRefused) {
             1048576);
 }
 
-// The job's name, which the TCP rendezvous compares to refuse a process of another job: the launcher's own
+// The job's name, which both rendezvous compare to refuse a process of another job: the launcher's own
 // (torchrun's run id, Open MPI's job id or PMIx namespace, Slurm's job and step), GPUXFER_JOB_ID over it.
 TEST(LaunchEnv, TheJobIsTheLaunchersOwn) {
   const std::map<std::string, std::string> torchrun{

@@ -47,7 +47,11 @@ class RegisteredSegment {
 struct ArenaEntry {
   ArenaEntry(std::uint64_t id, SharedSegment segment, int device, const std::string& where)
       : id(id), segment(std::move(segment), device, where) {}
-  /// Waits on the host for `after` first: the memory is unregistered only once no copy uses it.
+  /// Waits on the host for `after` first: the memory is unregistered only once no copy uses it. The wait
+  /// is bounded although it takes no timeout: the arena holds every entry while its communicator lives and
+  /// releases only free ones, so the last holder is the arena's clear() or a result outliving it, both
+  /// after ~CommunicatorState waited for the last operation within the timeout or aborted the
+  /// communicator, which ends the NCCL work queued before `after`.
   ~ArenaEntry();
   ArenaEntry(const ArenaEntry&) = delete;
   ArenaEntry& operator=(const ArenaEntry&) = delete;
@@ -137,7 +141,8 @@ class SegmentMappings {
   ///         for a failed mapping or registration
   [[nodiscard]] Mapping& get(const std::string& name, int device, const std::string& where);
 
-  /// Releases every mapping, first waiting on the host for the copies still queued through them. Never throws.
+  /// Releases every mapping, first waiting on the host for the copies still queued through them (bounded
+  /// as ~ArenaEntry says: called only by ~CommunicatorState, after its bounded wait or abort). Never throws.
   void clear() noexcept;
   [[nodiscard]] bool empty() const noexcept { return mappings_.empty(); }
 

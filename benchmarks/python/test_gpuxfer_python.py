@@ -68,23 +68,27 @@ class CompareTest(unittest.TestCase):
         self.assertIn("best of 3 rounds", r["method"])
         self.assertFalse(interleaved_row([(11.0, 8.0), (12.5, 9.0)])["met"])  # 3 and 3.5 us above
 
-    def test_in_process_targets_take_the_interleaved_row_and_leave_the_cross_process_one_untargeted(self):
+    def test_in_process_targets_take_the_interleaved_rows_and_leave_the_cross_process_ones_untargeted(self):
         size = 256 << 20
         cross = compare(
-            [row("py_gather", 4096, 19.0, "gather"), row("py_gather", size, 1000.0, "gather")],
+            [row("py_gather", 4096, 19.0, "gather"), row("py_gather", size, 1100.0, "gather")],
             [row("gather", 4096, 9.0), row("gather", size, 990.0)],
             IN_PROCESS,
         )
-        small_cross = next(r for r in cross if r["size"] == 4096)
-        self.assertIsNone(small_cross["target"])
-        self.assertTrue(small_cross["met"])  # 10 us above, another process: shown, not judged
-        rows = [interleaved_row([(9.3, 8.2)])] + cross
+        for r in cross:  # 10 us above; 0.9 x: another process, shown, not judged
+            self.assertIsNone(r["target"])
+            self.assertTrue(r["met"])
+        rows = [interleaved_row([(9.3, 8.2)]), interleaved_row([(1010.0, 990.0), (1001.0, 995.0)], size)] + cross
         small, large = verdicts(rows)
         self.assertTrue(small["met"])
         self.assertIn("+1.10 us", small["measure"])
         self.assertTrue(large["met"])
-        [only_small] = verdicts(rows[:1], only=IN_PROCESS)
+        self.assertIn("0.994 x C++", large["measure"])
+        self.assertFalse(interleaved_row([(1030.0, 1000.0)], size)["met"])  # 0.971 x
+        [only_small] = verdicts(rows[:1], only={("gather", 4096)})
         self.assertEqual(only_small["name"], "4 KiB gather")
+        _, unmeasured = verdicts(rows[:1], only=IN_PROCESS)
+        self.assertEqual(unmeasured["measure"], "not measured")
 
     def test_short_mode_sizes_and_unknown_ops(self):
         self.assertEqual(parse_args(["--short"]).sizes, [4 << 10, 1 << 20, 64 << 20, 256 << 20])

@@ -64,12 +64,16 @@ class Deadline {
   Clock::time_point end_;
 };
 
+/// Keeps the object that holds this code (libgpuxfer.so) loaded for the rest of the process: dlclose no
+/// longer unloads it. Called when call_within leaves a call running, whose thread is still in the object's
+/// code. Once per process; never throws; where the object cannot be named it does nothing.
+void keep_loaded() noexcept;
+
 /// Runs @p work on a thread of its own and waits for it until @p deadline: its value, or nothing when the
 /// deadline comes first. A call that outlives the wait (a resolver that does not answer) runs to its end on
-/// that thread, which holds what it writes, and its value is dropped. What @p work throws is rethrown here.
-/// Where no thread can be started, @p work runs on the caller's, unbounded. A call left running keeps its
-/// thread in this library's code until it returns: a program that unloads the library (dlclose) must not
-/// do so while a rank's look-up is still unanswered.
+/// that thread, which holds what it writes, and its value is dropped; the library then stays loaded for
+/// the rest of the process (keep_loaded), so that a dlclose cannot unmap the code that thread runs. What
+/// @p work throws is rethrown here. Where no thread can be started, @p work runs on the caller's, unbounded.
 template <class Work>
 [[nodiscard]] std::optional<std::invoke_result_t<Work&>> call_within(const Deadline& deadline, Work work) {
   using Value = std::invoke_result_t<Work&>;
@@ -105,7 +109,10 @@ template <class Work>
   while (!state->done && !deadline.expired()) {
     state->finished.wait_for(lock, std::chrono::milliseconds(deadline.poll_ms()));
   }
-  if (!state->done) return std::nullopt;
+  if (!state->done) {
+    keep_loaded();
+    return std::nullopt;
+  }
   if (state->error) std::rethrow_exception(state->error);
   return std::move(state->value);
 }

@@ -1,6 +1,8 @@
 // Deadline, which bounds every wait of a rendezvous and of NCCL: a timeout too long for the steady clock
 // (a caller's "no timeout": milliseconds::max(), Python's timedelta.max) is a deadline never reached,
 // not an overflow that has expired at once; call_within, which bounds a call that cannot bound itself.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <chrono>
 #include <limits>
@@ -81,6 +83,26 @@ TEST(CallWithin, WhatTheCallThrowsIsRethrown) {
   EXPECT_THROW((void)call_within(Deadline(milliseconds(5000)),
                                  []() -> int { throw std::runtime_error("resolver broke"); }),
                std::runtime_error);
+}
+
+// A program that unloads the object holding call_within (dlclose) while a call it left is still running:
+// the object stays loaded, so that the call's thread does not run into unmapped code when it wakes.
+TEST(CallWithin, TheObjectOfACallLeftRunningStaysLoadedThroughDlclose) {
+  void* module = dlopen(GPUXFER_CALL_WITHIN_MODULE, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(module, nullptr) << dlerror();
+  using Call = int (*)(int, int, std::atomic<bool>*);
+  const auto call = reinterpret_cast<Call>(dlsym(module, "gpuxfer_test_call_within"));
+  ASSERT_NE(call, nullptr) << dlerror();
+  static std::atomic<bool> ended{false};
+  EXPECT_EQ(call(600, 50, &ended), 0) << "the call ended within the wait";
+  EXPECT_FALSE(ended.load());
+  EXPECT_EQ(dlclose(module), 0) << dlerror();
+  void* still = dlopen(GPUXFER_CALL_WITHIN_MODULE, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(still, nullptr) << "dlclose unloaded the object while a call it left was running in it";
+  for (int i = 0; i < 300 && !ended.load(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(ended.load()) << "the call left running never ended";
+  std::this_thread::sleep_for(milliseconds(100));  // its thread past the rest of its code
+  if (still != nullptr) dlclose(still);
 }
 
 }  // namespace

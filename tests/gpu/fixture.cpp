@@ -280,10 +280,22 @@ void GpuTest::SetUp() {
     const std::string& reason = manager_->device_status();
     GTEST_SKIP() << "no CUDA device: " << (reason.empty() ? std::string("(no reason given)") : reason);
   }
+  had_devices_ = true;
   if (found < devices_needed()) {
     GTEST_SKIP() << "needs " << devices_needed() << " GPUs, found " << found;
   }
   xfer_ = std::make_unique<InterGpuTransfer>(manager_);
+}
+
+GpuTest::~GpuTest() {
+  xfer_.reset();
+  memory_.clear();
+  manager_.reset();
+  if (!had_devices_) return;
+  const cudaError_t left = cudaGetLastError();  // and cleared, for the next test of this process
+  EXPECT_EQ(left, cudaSuccess) << "this thread's last CUDA error at the end of the test is "
+                               << cudaGetErrorName(left) << " (" << cudaGetErrorString(left)
+                               << "): a call that failed left it for the next cudaGetLastError";
 }
 
 DeviceMemory& GpuTest::allocate(std::size_t index, std::size_t bytes) {

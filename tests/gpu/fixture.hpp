@@ -132,6 +132,10 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes);
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override;
+  /// Drops the transfer, the memory and the manager, in that order, then fails the test when a CUDA
+  /// call on this thread, in gpuxfer or the test, failed and left its error for the next
+  /// cudaGetLastError: a caller's check after its own kernel launch would report it as the launch's.
+  ~GpuTest() override;
 
   /// Devices the test needs; MultiGpu fixtures say 2.
   [[nodiscard]] virtual std::size_t devices_needed() const { return 1; }
@@ -165,6 +169,7 @@ class GpuTest : public ::testing::Test {
   MultiGpuManager& manager() { return *manager_; }
 
   std::uint64_t run_ = 0;
+  bool had_devices_ = false;  ///< SetUp found a device (the last-error check runs only then)
   std::shared_ptr<MultiGpuManager> manager_;
   std::deque<DeviceMemory> memory_;  // destroyed after xfer_
   std::unique_ptr<InterGpuTransfer> xfer_;

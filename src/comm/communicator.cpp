@@ -24,11 +24,11 @@ namespace detail {
 void DeviceFree::operator()(void* ptr) const noexcept {
   DeviceGuard guard(device, std::nothrow);
   const RelaxedCapture relaxed;
-  (void)cudaFree(ptr);
+  (void)handled(cudaFree(ptr));
 }
 void PinnedFree::operator()(void* ptr) const noexcept {
   const RelaxedCapture relaxed;
-  (void)cudaFreeHost(ptr);
+  (void)handled(cudaFreeHost(ptr));
 }
 
 CommunicatorState::~CommunicatorState() {
@@ -45,7 +45,7 @@ CommunicatorState::~CommunicatorState() {
   if (stream.get() != nullptr && !(arena.empty() && mappings.empty())) {
     const DeviceGuard guard(device, std::nothrow);
     const RelaxedCapture relaxed;
-    (void)cudaStreamSynchronize(stream.get());
+    (void)handled(cudaStreamSynchronize(stream.get()));
   }
   arena.clear();
   mappings.clear();
@@ -73,7 +73,7 @@ std::string gpu_id(int device, const std::string& where) {
 int choose_device(const LaunchEnv& env, const CommunicatorOptions& options) {
   const std::string who = "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size);
   int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
+  const cudaError_t status = handled(cudaGetDeviceCount(&count));
   if (status != cudaSuccess || count == 0) {
     throw Error(Errc::no_device,
                 who + ": no CUDA device (cudaGetDeviceCount: " +

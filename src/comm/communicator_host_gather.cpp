@@ -30,6 +30,7 @@
 #include "comm/shared_segment.hpp"
 #include "memory/host_buffer_view.hpp"
 #include "runtime/capture_mode.hpp"
+#include "runtime/cuda_check.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -109,7 +110,7 @@ struct RootSide {
           detail::stream_wait(stream, detail::record_event(s.device, s.down.get()));
         } catch (...) {
           const detail::RelaxedCapture relaxed;
-          (void)cudaStreamSynchronize(s.down.get());
+          (void)detail::handled(cudaStreamSynchronize(s.down.get()));
         }
       }
     } join{s, stream};

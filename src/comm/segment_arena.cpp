@@ -28,7 +28,7 @@ RegisteredSegment::~RegisteredSegment() {
   if (registered_) {
     const DeviceGuard guard(device_, std::nothrow);
     const RelaxedCapture relaxed;
-    (void)cudaHostUnregister(segment_.data());
+    (void)handled(cudaHostUnregister(segment_.data()));
   }
   // segment_ unmaps (and unlinks, for the creator) as it goes.
 }

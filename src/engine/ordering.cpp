@@ -24,7 +24,9 @@ bool is_plain(cudaStream_t stream) noexcept {
 // thread has seen complete costs no query.
 void prune(std::vector<SharedEvent>& events) {
   const RelaxedCapture relaxed;
-  std::erase_if(events, [](const SharedEvent& e) { return e->completed() || cudaEventQuery(e->get()) == cudaSuccess; });
+  std::erase_if(events, [](const SharedEvent& e) {
+    return e->completed() || detail::handled(cudaEventQuery(e->get())) == cudaSuccess;
+  });
 }
 
 // A set of @p device's capture streams for the capture @p capture: one in no capture or already in this

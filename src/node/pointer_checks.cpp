@@ -28,7 +28,7 @@ std::string faulted_devices(const ManagerState& m) {
   for (std::size_t i = 0; i < m.size(); ++i) {
     const DeviceGuard guard(m.ordinal(i), std::nothrow);
     const RelaxedCapture relaxed;
-    if (guard.entered() && is_sticky(cudaStreamQuery(m.streams_of(i).d2d.get()))) {
+    if (guard.entered() && is_sticky(handled(cudaStreamQuery(m.streams_of(i).d2d.get())))) {
       names += (names.empty() ? "" : ", ") + device_name(m, i);
     }
   }

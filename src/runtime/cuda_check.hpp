@@ -16,6 +16,15 @@ namespace gpuxfer::detail {
 /// True for errors that leave the context unusable (illegal address, launch failure, ...).
 [[nodiscard]] bool is_sticky(cudaError_t err) noexcept;
 
+/// @p err, the status of a call whose failure is dealt with here, without a throw (a destructor's, a
+/// query's, a fallback's); a failure's mark on the thread's last error cleared (not cudaErrorNotReady's,
+/// which sets none; a sticky error stays for every call), so that the caller's next cudaGetLastError,
+/// after a kernel launch of its own, does not report it as that launch's.
+inline cudaError_t handled(cudaError_t err) noexcept {
+  if (err != cudaSuccess && err != cudaErrorNotReady && !is_sticky(err)) (void)cudaGetLastError();
+  return err;
+}
+
 [[noreturn]] void throw_cuda(cudaError_t err, const char* expr, const char* file, int line,
                              const std::string& context);
 

@@ -20,7 +20,7 @@ Event::Event(int device) : device_(device) {
 Event::~Event() {
   if (event_ == nullptr) return;
   const DeviceGuard guard(device_, std::nothrow);
-  (void)cudaEventDestroy(event_);
+  (void)handled(cudaEventDestroy(event_));
 }
 
 void Event::record(cudaStream_t stream) {
@@ -36,13 +36,13 @@ cudaError_t Event::seen(cudaError_t status) const noexcept {
 cudaError_t Event::query() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
   const RelaxedCapture relaxed;
-  return seen(cudaEventQuery(event_));
+  return seen(handled(cudaEventQuery(event_)));
 }
 
 cudaError_t Event::synchronize() const noexcept {
   const DeviceGuard guard(device_, std::nothrow);
   const RelaxedCapture relaxed;
-  return seen(cudaEventSynchronize(event_));
+  return seen(handled(cudaEventSynchronize(event_)));
 }
 
 namespace {
@@ -97,7 +97,7 @@ SharedEvent record_event_or_wait(int device, cudaStream_t stream) noexcept {
     return record_event(device, stream);
   } catch (...) {
     const RelaxedCapture relaxed;
-    (void)cudaStreamSynchronize(stream);
+    (void)handled(cudaStreamSynchronize(stream));
     return nullptr;
   }
 }

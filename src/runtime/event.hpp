@@ -24,7 +24,8 @@ class Event {
   /// Records the event on @p stream (a stream of the same device). @throws Error on failure
   void record(cudaStream_t stream);
   /// cudaEventQuery and cudaEventSynchronize with the event's device current (DeviceGuard), so that a
-  /// host thread that waits makes no context current and creates none.
+  /// host thread that waits makes no context current and creates none. A failure is returned, its mark
+  /// on the thread's last error cleared (handled()): callers decide what it means.
   [[nodiscard]] cudaError_t query() const noexcept;
   [[nodiscard]] cudaError_t synchronize() const noexcept;
   /// True once query() or synchronize() has seen the last record complete: waiting for the event, or

@@ -20,7 +20,7 @@ MemPool::MemPool(int device, std::size_t keep_bytes) : device_(device) {
   std::uint64_t threshold = keep_bytes;
   const cudaError_t err = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
   if (err != cudaSuccess) {
-    (void)cudaMemPoolDestroy(pool_);
+    (void)handled(cudaMemPoolDestroy(pool_));
     GPUXFER_CUDA_TRY_CTX(err, "setting the scratch pool's release threshold");
   }
 }
@@ -29,7 +29,7 @@ MemPool::~MemPool() {
   if (pool_ == nullptr) return;
   const DeviceGuard guard(device_, std::nothrow);
   const RelaxedCapture relaxed;
-  (void)cudaMemPoolDestroy(pool_);
+  (void)handled(cudaMemPoolDestroy(pool_));
 }
 
 }  // namespace gpuxfer::detail

@@ -48,7 +48,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 void Stream::reset() noexcept {
   if (stream_ == nullptr) return;
   const DeviceGuard guard(device_, std::nothrow);
-  (void)cudaStreamDestroy(stream_);
+  (void)handled(cudaStreamDestroy(stream_));
   stream_ = nullptr;
 }
 

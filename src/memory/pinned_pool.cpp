@@ -31,9 +31,11 @@ namespace {
 
 // Pinning and unpinning need a current context but no particular device (the memory is portable): they
 // run under HostContextGuard(device) so that a thread without a context gets none and no device outside
-// the manager's gets one.
+// the manager's gets one, and in a primary context even when the caller has a context of its own: the
+// block stays in the pool after the call, and a context the caller created would take it along when
+// destroyed.
 std::byte* allocate(std::size_t bytes, int node, int device) {
-  const HostContextGuard context(device);
+  const HostContextGuard context(device, HostContextGuard::PrimaryOnly{});
   const RelaxedCapture relaxed;
   if (node >= 0) return allocate_on_node(bytes, node);
   void* block = nullptr;
@@ -48,12 +50,12 @@ std::byte* allocate(std::size_t bytes, int node, int device) {
 }
 
 void release(std::byte* block, const PoolState::Key& key, int device) noexcept {
-  const HostContextGuard context(device);
+  const HostContextGuard context(device, HostContextGuard::PrimaryOnly{});
   const RelaxedCapture relaxed;
   if (key.first >= 0) {
     free_on_node(block, key.second);
   } else {
-    (void)cudaFreeHost(block);
+    (void)handled(cudaFreeHost(block));
   }
 }
 

@@ -46,6 +46,12 @@ DeviceGuard::~DeviceGuard() {
 HostContextGuard::HostContextGuard(int device) noexcept {
   CUctx_st* current = nullptr;
   if (current_context(current) == 0 && current != nullptr) return;
+  enter_primary(device);
+}
+
+HostContextGuard::HostContextGuard(int device, PrimaryOnly) noexcept { enter_primary(device); }
+
+void HostContextGuard::enter_primary(int device) noexcept {
   if (device < 0) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) (void)cudaGetLastError();

@@ -44,10 +44,17 @@ class DeviceGuard {
 class HostContextGuard {
  public:
   explicit HostContextGuard(int device = -1) noexcept;
+  /// As above, but a primary context even when the thread has its own: for memory that outlives the
+  /// call (the pinned pool's blocks), which a context the caller created would take with it when the
+  /// caller destroys that context.
+  struct PrimaryOnly {};
+  HostContextGuard(int device, PrimaryOnly) noexcept;
   HostContextGuard(const HostContextGuard&) = delete;
   HostContextGuard& operator=(const HostContextGuard&) = delete;
 
  private:
+  void enter_primary(int device) noexcept;  // @p device's primary context, or as the class says for -1
+
   std::optional<DeviceGuard> guard_;
 };
 

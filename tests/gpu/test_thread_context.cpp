@@ -212,6 +212,44 @@ TEST_F(GpuThreadContext, ContextTheCallerCreatedStaysCurrent) {
             "");
 }
 
+// A block the pool allocates while a context the caller created is current must not belong to that
+// context: the pool keeps the block after the call, and a context destroyed takes its allocations with
+// it. Here the block goes back to the pool, the caller destroys its context, and the pool hands the block
+// out again: it must still be page-locked memory that the GPU copies into.
+TEST_F(GpuThreadContext, APooledBlockOutlivesTheCallersContext) {
+  constexpr std::size_t bytes = 5 * kMiB + 4096 * 3;
+  const std::byte* first = nullptr;
+  std::string problem;
+  std::thread thread([&] {
+    try {
+      const CreatedContext created(ordinal(0));
+      const HostBuffer block = manager().pinned_pool().acquire(bytes);
+      first = block.data();
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  });  // the block back in the pool, then the context destroyed
+  thread.join();
+  ASSERT_EQ(problem, "");
+  const std::size_t reuses = manager().pinned_pool().stats().reuses;
+  HostBuffer again = manager().pinned_pool().acquire(bytes);
+  ASSERT_EQ(manager().pinned_pool().stats().reuses, reuses + 1)
+      << "the pool did not hand out its cached block";
+  ASSERT_EQ(again.data(), first);
+  cudaPointerAttributes attributes{};
+  cuda_check(cudaPointerGetAttributes(&attributes, again.data()), "cudaPointerGetAttributes");
+  // Touched only while page-locked: a block gone with the context may be unmapped.
+  ASSERT_EQ(attributes.type, cudaMemoryTypeHost) << "the pooled block died with the caller's context";
+  DeviceMemory& source = allocate(0, bytes);
+  fill_device(source.ordinal(), source.get(), bytes, seed(0));
+  {
+    const DeviceGuard guard(source.ordinal());
+    cuda_check(cudaMemcpy(again.data(), source.get(), bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy into the block");
+  }
+  EXPECT_TRUE(host_matches(std::span(again.data(), bytes), seed(0), 0, "the reused block"));
+}
+
 TEST_F(MultiGpuThreadContext, DeviceToDeviceOperationsLeaveNoContext) {
   DeviceMemory& a = register_pattern(0, kBytes);
   DeviceMemory& b = register_pattern(1, kBytes);

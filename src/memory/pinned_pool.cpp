@@ -78,22 +78,12 @@ bool gpu_done_with(cudaError_t status) noexcept {
   }
 }
 
-namespace {
-
-// gpu_done_with for the @p status of an event's query or wait, the error it left cleared.
-bool settled(cudaError_t status) noexcept {
-  if (status != cudaSuccess && status != cudaErrorNotReady) (void)cudaGetLastError();
-  return gpu_done_with(status);
-}
-
-}  // namespace
-
 void wait_or_keep(const SharedEvent& event, std::vector<SharedEvent>& busy) noexcept {
-  if (settled(event->synchronize())) return;
+  if (gpu_done_with(event->synchronize())) return;
   try {
     busy.push_back(event);
   } catch (...) {  // no memory to keep it: wait here until CUDA can
-    while (!settled(event->synchronize())) std::this_thread::yield();
+    while (!gpu_done_with(event->synchronize())) std::this_thread::yield();
   }
 }
 
@@ -109,7 +99,7 @@ void PoolState::sweep_locked() noexcept {
   for (std::size_t i = 0; i < pending.size();) {
     std::vector<SharedEvent>& after = pending[i].after;
     // Not ready, or a query CUDA refused (an event recorded in a capture): the block stays.
-    while (!after.empty() && settled(after.back()->query())) after.pop_back();
+    while (!after.empty() && gpu_done_with(after.back()->query())) after.pop_back();
     if (!after.empty()) {
       ++i;
       continue;
@@ -260,7 +250,8 @@ void PoolState::wait_until_fewer_pending(std::size_t bytes, int node, int owner,
     }
     lock.unlock();
     for (const SharedEvent& e : waits) {
-      if (!settled(e->synchronize())) return;  // CUDA will not wait now: leave the bound to the pool's limit
+      if (!gpu_done_with(e->synchronize()))
+        return;  // CUDA will not wait now: leave the bound to the pool's limit
     }
     lock.lock();
   }

@@ -250,6 +250,45 @@ TEST_F(GpuThreadContext, APooledBlockOutlivesTheCallersContext) {
   EXPECT_TRUE(host_matches(std::span(again.data(), bytes), seed(0), 0, "the reused block"));
 }
 
+// The same for register_host: a registration made while a context the caller created is current must
+// outlive that context, for the registration is the caller's (HostRegistration), not the context's. Here
+// the caller registers on a thread with its own context and destroys that context; the memory must still
+// be page-locked, operations must DMA straight into it and deliver every byte, and reset must unlock it
+// without a failure left behind.
+TEST_F(GpuThreadContext, ARegistrationOutlivesTheCallersContext) {
+  constexpr std::size_t bytes = 4 * kMiB + 4096 * 3 + 7;
+  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, bytes);
+  std::vector<std::byte> memory(bytes * device_count(), kPoison);
+  HostRegistration registration;
+  std::string problem;
+  std::thread thread([&] {
+    try {
+      const CreatedContext created(ordinal(0));
+      registration = register_host(memory);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  });  // the caller's context destroyed, the registration kept
+  thread.join();
+  ASSERT_EQ(problem, "");
+  ASSERT_FALSE(registration.empty());
+  cudaPointerAttributes attributes{};
+  cuda_check(cudaPointerGetAttributes(&attributes, memory.data()), "cudaPointerGetAttributes");
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost) << "the registration died with the caller's context";
+  cuda_check(cudaPointerGetAttributes(&attributes, memory.data() + memory.size() - 1), "cudaPointerGetAttributes");
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost) << "the registration's last byte";
+  const PoolStats before = manager().pinned_pool().stats();
+  const std::vector<GatherPiece> pieces = xfer().gather_into(memory);
+  const PoolStats after = manager().pinned_pool().stats();
+  EXPECT_EQ(after.allocations + after.reuses, before.allocations + before.reuses)
+      << "gather_into staged the registered output";
+  EXPECT_TRUE(gathered_every_device(pieces, memory, bytes, "the registered output"));
+  registration.reset();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess) << "reset left a failure behind";
+  cuda_check(cudaPointerGetAttributes(&attributes, memory.data()), "cudaPointerGetAttributes");
+  EXPECT_EQ(attributes.type, cudaMemoryTypeUnregistered) << "reset did not unlock the memory";
+}
+
 TEST_F(MultiGpuThreadContext, DeviceToDeviceOperationsLeaveNoContext) {
   DeviceMemory& a = register_pattern(0, kBytes);
   DeviceMemory& b = register_pattern(1, kBytes);

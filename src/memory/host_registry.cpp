@@ -40,14 +40,14 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
     // The first registration that ends after begin is the only one that can overlap from below or inside.
     auto next = ranges_.upper_bound(begin);
     if (next != ranges_.begin()) {
-      if (auto prev = std::prev(next); prev->first + prev->second > begin) next = prev;
+      if (auto prev = std::prev(next); prev->first + prev->second.bytes > begin) next = prev;
     }
     if (next != ranges_.end() && next->first < begin + bytes) {
       throw Error(Errc::invalid_argument, what + ": overlaps the live registration of " +
-                                              describe(next->first, next->second) +
+                                              describe(next->first, next->second.bytes) +
                                               "; reset that one first, or register one range that covers both");
     }
-    ranges_.emplace(begin, bytes);  // reserved: a second caller now sees the overlap
+    ranges_.emplace(begin, Range{bytes});  // reserved: a second caller now sees the overlap
   }
   // The driver answers cudaErrorInvalidValue, not "already registered", for memory cudaHostAlloc made.
   if (is_pinned(ptr) || is_pinned(ptr + bytes - 1)) {
@@ -58,18 +58,25 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
     throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
                                                "cudaHostRegister outside gpuxfer); use it as it is");
   }
-  // register_host knows no manager: it runs in a context that exists already (HostContextGuard).
+  // register_host knows no manager: it pins in the primary context of the lowest device that has one
+  // already (HostContextGuard), and in a primary context even when the caller has a context of its own,
+  // which would unlock the memory when the caller destroys it while the registration lives on.
+  int device = -1;
   const cudaError_t err = [&] {
-    const HostContextGuard context;
+    const HostContextGuard context(-1, HostContextGuard::PrimaryOnly{});
     const RelaxedCapture relaxed;
-    return cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+    if (handled(cudaGetDevice(&device)) != cudaSuccess) device = -1;
+    return handled(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable));
   }();
-  if (err == cudaSuccess) return;
+  if (err == cudaSuccess) {
+    std::lock_guard lock(mutex_);
+    ranges_.at(begin).device = device;
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     ranges_.erase(begin);
   }
-  (void)cudaGetLastError();
   if (err == cudaErrorHostMemoryAlreadyRegistered) {
     throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
                                                "cudaHostRegister outside gpuxfer); use it as it is");
@@ -78,17 +85,20 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
 }
 
 void HostRegistry::remove(std::byte* ptr) noexcept {
-  const cudaError_t err = [&] {
-    const HostContextGuard context;
-    const RelaxedCapture relaxed;
-    return cudaHostUnregister(ptr);
-  }();
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    GPUXFER_LOG(warn, std::string("cudaHostUnregister failed: ") + cudaGetErrorName(err));
+  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
+  int device = -1;
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto found = ranges_.find(begin); found != ranges_.end()) device = found->second.device;
   }
+  const cudaError_t err = [&] {
+    const HostContextGuard context(device, HostContextGuard::PrimaryOnly{});
+    const RelaxedCapture relaxed;
+    return handled(cudaHostUnregister(ptr));
+  }();
+  if (err != cudaSuccess) GPUXFER_LOG(warn, std::string("cudaHostUnregister failed: ") + cudaGetErrorName(err));
   std::lock_guard lock(mutex_);
-  ranges_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  ranges_.erase(begin);
 }
 
 HostRegistry::Cover HostRegistry::covers(const void* ptr, std::size_t bytes) const {
@@ -96,8 +106,8 @@ HostRegistry::Cover HostRegistry::covers(const void* ptr, std::size_t bytes) con
   std::lock_guard lock(mutex_);
   auto next = ranges_.upper_bound(begin);
   if (next == ranges_.begin()) return Cover::none;
-  const auto& [start, size] = *std::prev(next);
-  const std::uintptr_t end = start + size;
+  const auto& [start, range] = *std::prev(next);
+  const std::uintptr_t end = start + range.bytes;
   if (begin >= end) return Cover::none;
   return bytes <= end - begin ? Cover::whole : Cover::partly;
 }

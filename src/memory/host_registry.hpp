@@ -23,8 +23,13 @@ class HostRegistry {
   [[nodiscard]] Cover covers(const void* ptr, std::size_t bytes) const;
 
  private:
+  struct Range {
+    std::size_t bytes = 0;
+    int device = -1;  // whose primary context page-locked it, and unlocks it
+  };
+
   mutable std::mutex mutex_;
-  std::map<std::uintptr_t, std::size_t> ranges_;  // start -> bytes
+  std::map<std::uintptr_t, Range> ranges_;  // by start
 };
 
 /// The one registry of the process (never destroyed: registrations may die during static destruction).

@@ -45,8 +45,9 @@ class HostContextGuard {
  public:
   explicit HostContextGuard(int device = -1) noexcept;
   /// As above, but a primary context even when the thread has its own: for memory that outlives the
-  /// call (the pinned pool's blocks), which a context the caller created would take with it when the
-  /// caller destroys that context.
+  /// call (the pinned pool's blocks, register_host's registrations), which a context the caller created
+  /// would take with it when the caller destroys that context. On a thread whose only context is its
+  /// own, that makes (for @p device < 0) the current device's primary context.
   struct PrimaryOnly {};
   HostContextGuard(int device, PrimaryOnly) noexcept;
   HostContextGuard(const HostContextGuard&) = delete;

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "memory/host_registry.hpp"
+#include "runtime/cuda_check.hpp"
 #include "runtime/device_guard.hpp"
 #include "runtime/driver_api.hpp"
 
@@ -18,10 +19,7 @@ namespace {
 // then in @p attr.
 bool pinned_attributes(const void* ptr, cudaPointerAttributes& attr) noexcept {
   attr = {};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  if (handled(cudaPointerGetAttributes(&attr, ptr)) != cudaSuccess) return false;
   return attr.type == cudaMemoryTypeHost;
 }
 

@@ -33,10 +33,9 @@ std::byte* allocate_on_node(std::size_t bytes, int node) {
                 what + ": mbind failed: " + std::strerror(err));
   }
   // cudaHostRegister faults every page in, under the policy just set.
-  const cudaError_t status = cudaHostRegister(block, bytes, cudaHostRegisterPortable);
+  const cudaError_t status = handled(cudaHostRegister(block, bytes, cudaHostRegisterPortable));
   if (status != cudaSuccess) {
     munmap(block, bytes);
-    (void)cudaGetLastError();
     GPUXFER_CUDA_TRY_CTX(status, what);
   }
   return static_cast<std::byte*>(block);
@@ -44,8 +43,7 @@ std::byte* allocate_on_node(std::size_t bytes, int node) {
 
 void free_on_node(std::byte* block, std::size_t bytes) noexcept {
   if (block == nullptr) return;
-  (void)cudaHostUnregister(block);
-  (void)cudaGetLastError();
+  (void)handled(cudaHostUnregister(block));
   munmap(block, bytes);
 }
 

@@ -39,9 +39,8 @@ std::byte* allocate(std::size_t bytes, int node, int device) {
   const RelaxedCapture relaxed;
   if (node >= 0) return allocate_on_node(bytes, node);
   void* block = nullptr;
-  const cudaError_t err = cudaHostAlloc(&block, bytes, cudaHostAllocPortable);
+  const cudaError_t err = handled(cudaHostAlloc(&block, bytes, cudaHostAllocPortable));
   if (err != cudaSuccess) {
-    (void)cudaGetLastError();
     throw Error(err == cudaErrorMemoryAllocation ? Errc::out_of_memory : errc_for(err),
                 "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes failed: " + cudaGetErrorName(err) +
                     " (" + cudaGetErrorString(err) + ")");

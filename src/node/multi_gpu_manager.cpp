@@ -49,9 +49,8 @@ namespace {
 // The ordinals to manage, or an empty list with state.device_status saying why.
 std::vector<int> usable_ordinals(ManagerState& state) {
   int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
+  const cudaError_t err = handled(cudaGetDeviceCount(&count));
   if (err != cudaSuccess) {
-    (void)cudaGetLastError();
     state.device_status = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
     return {};
   }
@@ -83,11 +82,8 @@ void enable_peers(ManagerState& state) {
       }
       DeviceGuard guard(state.ordinal(a));
       const RelaxedCapture relaxed;
-      const cudaError_t err = cudaDeviceEnablePeerAccess(state.ordinal(b), 0);
-      if (err == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-      } else if (err != cudaSuccess) {
-        (void)cudaGetLastError();
+      const cudaError_t err = handled(cudaDeviceEnablePeerAccess(state.ordinal(b), 0));
+      if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
         GPUXFER_LOG(warn, "peer access " + device_name(state, a) + " -> " + device_name(state, b) +
                               " not enabled: " + cudaGetErrorName(err) + "; copies go through the host");
         state.all_peers = false;

@@ -56,9 +56,8 @@ AddressRange validate_device_range(const ManagerState& m, std::size_t index, con
   if (ptr == nullptr) throw Error(Errc::invalid_buffer, who + " is null");
   DeviceGuard guard(m.ordinal(index));  // cudaPointerGetAttributes and the driver need a current context
   cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  const cudaError_t err = handled(cudaPointerGetAttributes(&attr, ptr));
   if (err != cudaSuccess) {
-    (void)cudaGetLastError();
     throw Error(err == cudaErrorInvalidValue ? Errc::invalid_buffer : errc_for(err),
                 who + ": cudaPointerGetAttributes failed: " + cudaGetErrorName(err));
   }

@@ -15,11 +15,8 @@ int DeviceGuard::enter(int device) noexcept {
   // Set even when the device looks current already: on a thread that has made no CUDA call yet this is
   // what makes the device's context current, which driver calls (cuMemGetAddressRange) need, and a
   // context the caller created on the device is not the primary one our streams belong to.
-  const cudaError_t err = cudaSetDevice(device);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return err;
-  }
+  const cudaError_t err = handled(cudaSetDevice(device));
+  if (err != cudaSuccess) return err;
   entered_ = true;
   CUctx_st* now = nullptr;
   // Without the driver's answer the context stays as cudaSetDevice left it (the CUDA 11 behaviour).
@@ -54,15 +51,12 @@ HostContextGuard::HostContextGuard(int device, PrimaryOnly) noexcept { enter_pri
 void HostContextGuard::enter_primary(int device) noexcept {
   if (device < 0) {
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) (void)cudaGetLastError();
+    if (handled(cudaGetDeviceCount(&count)) != cudaSuccess) count = 0;
     for (int i = 0; i < count && device < 0; ++i) {
       if (primary_context_active(i)) device = i;
     }
   }
-  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;
-  }
+  if (device < 0 && handled(cudaGetDevice(&device)) != cudaSuccess) return;
   guard_.emplace(device, std::nothrow);
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/drain.hpp"
 
 #include "runtime/capture_mode.hpp"
+#include "runtime/cuda_check.hpp"
 
 namespace gpuxfer::detail {
 
@@ -11,9 +12,8 @@ DrainOnError::~DrainOnError() {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) continue;
     const RelaxedCapture relaxed;
-    (void)cudaStreamSynchronize(stream);
+    (void)handled(cudaStreamSynchronize(stream));  // the exception in flight is what the caller hears
   }
-  (void)cudaGetLastError();
 }
 
 }  // namespace gpuxfer::detail

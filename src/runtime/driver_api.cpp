@@ -4,6 +4,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "runtime/cuda_check.hpp"
+
 namespace gpuxfer::detail {
 namespace {
 
@@ -13,9 +15,9 @@ template <class Fn>
 Fn load(const char* name, unsigned version) noexcept {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status) != cudaSuccess ||
+  // A symbol the driver lacks is a status, not an error: nothing to clear then.
+  if (handled(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status)) != cudaSuccess ||
       status != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
     return nullptr;
   }
   return reinterpret_cast<Fn>(fn);

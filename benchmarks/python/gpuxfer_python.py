@@ -3,7 +3,8 @@
 every sample's data checked, the same JSON shape; ``compare_to`` names the C++ operation each row stands
 beside. The gather's two targets (4 KiB: at most 2 us above the C++ call; 256 MiB: at least 0.98 x C++)
 are measured in this process: rounds of C++ calls (timed in C++, ``Transfer._time_gather_all``) and as
-many Python calls alternate (200 a round at 4 KiB, 5 at 256 MiB), and the round with the least
+many Python calls take turns, a tenth of the round at a time (200 calls a round at 4 KiB, 5 at 256 MiB),
+each side's clock stopped before the previous call's results are let go of, and the round with the least
 difference counts. Single calls after each sample's preparation in another process are too noisy for
 either: +3 to +10 us at 4 KiB on one runner, and at 256 MiB the D2H link itself varies by a few percent
 from process to process. With ``--cpp bench.json`` (gpuxfer-bench --json) it also prints Python against
@@ -188,6 +189,7 @@ OPS = [
 IN_PROCESS = {("gather", 4 << 10), ("gather", 256 << 20)}
 INTERLEAVED_ROUNDS = 5
 INTERLEAVED_CALLS = {4 << 10: 200, 256 << 20: 5}  # calls a round, per size per device
+INTERLEAVED_BLOCKS = 10  # turns a round: C++ and Python alternate calls // INTERLEAVED_BLOCKS calls at a time
 
 
 def target_row(op, cpp_op, size, py_us, cpp_us, targeted=True):
@@ -231,8 +233,10 @@ def interleaved_row(rounds, size=4 << 10):
 def measure_interleaved(bench, size=4 << 10, rounds=INTERLEAVED_ROUNDS, calls=None):
     """Rounds of @p calls (INTERLEAVED_CALLS's for @p size when None) blocking gather_all calls timed in
     C++ (Transfer._time_gather_all: steady_clock around the C++ call, no Python in between) and as many
-    from Python, alternating, over the same registered buffers of @p size per device. Returns (rounds as
-    interleaved_row takes them, wrong bytes of the last Python call's arrays)."""
+    from Python, over the same registered buffers of @p size per device, the two taking turns a block of
+    calls at a time (INTERLEAVED_BLOCKS); a Python call's clock, like a C++ call's, stops before the
+    previous results are let go of. Returns (rounds as interleaved_row takes them, wrong bytes of the
+    last Python call's arrays)."""
     calls = calls or INTERLEAVED_CALLS[size]
     bench.registered(bench.sources(size))
     transfer = bench.transfer
@@ -242,15 +246,23 @@ def measure_interleaved(bench, size=4 << 10, rounds=INTERLEAVED_ROUNDS, calls=No
     for _ in range(max(2, calls // 4)):
         arrays = transfer.gather_all()
     del arrays
+    block = max(1, calls // INTERLEAVED_BLOCKS)
     out = []
     for _ in range(rounds):
-        cpp = statistics.median(transfer._time_gather_all(calls))
-        samples = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            arrays = transfer.gather_all()
-            samples.append(time.perf_counter() - start)
-        out.append((statistics.median(samples) * 1e6, cpp * 1e6))
+        cpp, samples = [], []
+        # C++ and Python take turns a block at a time, so that a change of pace within the round (this
+        # runner's 4 KiB calls have two, about 1.5 us apart) falls on both sides alike.
+        for first in range(0, calls, block):
+            n = min(block, calls - first)
+            cpp += transfer._time_gather_all(n)
+            for _ in range(n):
+                start = time.perf_counter()
+                fresh = transfer.gather_all()
+                samples.append(time.perf_counter() - start)
+                # The previous call's arrays go back to the pool here, off the clock, as the C++ calls
+                # give their results back after their clock stops: both sides time the call alone.
+                arrays = fresh
+        out.append((statistics.median(samples) * 1e6, statistics.median(cpp) * 1e6))
     wrong = sum(bench.wrong_host(a, bench.seed(d), d, size) for a, d in zip(arrays, bench.devices))
     return out, wrong
 

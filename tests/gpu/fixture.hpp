@@ -126,6 +126,11 @@ void poison_pool(PinnedPool& pool, std::span<const std::size_t> sizes);
 /// call ran inside the window its slow producer opened. A first cudaHostAlloc of the pool, an NCCL set-up
 /// or an allocation of the test itself would otherwise close the window unseen (each may synchronise).
 ::testing::AssertionResult still_running(int ordinal, cudaStream_t stream, std::string_view what);
+/// Leases @p pool has served: a path that stages leases at least one block, a direct one none.
+inline std::size_t leases(PinnedPool& pool) {
+  const PoolStats s = pool.stats();
+  return s.allocations + s.reuses;
+}
 
 /// A test with a MultiGpuManager (min_devices 0) and an InterGpuTransfer. Skips with the CUDA reason
 /// when there is no device, and with "needs N GPUs, found M" when a subclass needs more.

@@ -12,12 +12,6 @@
 namespace gpuxfer::test {
 namespace {
 
-// Leases the pool has served: a path that stages leases at least one block, a direct one none.
-std::size_t leases(PinnedPool& pool) {
-  const PoolStats s = pool.stats();
-  return s.allocations + s.reuses;
-}
-
 // Page-aligned anonymous memory, so that two registrations never share a page by accident.
 class Pages {
  public:

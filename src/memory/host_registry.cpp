@@ -25,6 +25,12 @@ std::string describe(std::uintptr_t begin, std::size_t bytes) {
   return std::string(text) + " (" + std::to_string(bytes) + " bytes)";
 }
 
+// The refusal of memory that is page-locked already, whichever way the driver says so.
+Error already_pinned(const std::string& what) {
+  return Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
+                                              "cudaHostRegister outside gpuxfer); use it as it is");
+}
+
 }  // namespace
 
 HostRegistry& host_registry() {
@@ -55,8 +61,7 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
       std::lock_guard lock(mutex_);
       ranges_.erase(begin);
     }
-    throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
-                                               "cudaHostRegister outside gpuxfer); use it as it is");
+    throw already_pinned(what);
   }
   // register_host knows no manager: it pins in the primary context of the lowest device that has one
   // already (HostContextGuard), and in a primary context even when the caller has a context of its own,
@@ -77,10 +82,7 @@ void HostRegistry::add(std::byte* ptr, std::size_t bytes) {
     std::lock_guard lock(mutex_);
     ranges_.erase(begin);
   }
-  if (err == cudaErrorHostMemoryAlreadyRegistered) {
-    throw Error(Errc::invalid_argument, what + ": the memory is already page-locked (cudaHostAlloc or "
-                                               "cudaHostRegister outside gpuxfer); use it as it is");
-  }
+  if (err == cudaErrorHostMemoryAlreadyRegistered) throw already_pinned(what);
   GPUXFER_CUDA_TRY_CTX(err, what);
 }
 

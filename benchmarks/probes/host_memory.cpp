@@ -18,7 +18,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -258,7 +257,7 @@ int main(int argc, char** argv) {
       link_text = buf;
     }
     std::printf("%-6s %7d  %-7s | %9.2f  %-19s  %9.2f%s\n", name(row.load), row.threads, name(row.link), host,
-                link_text.c_str(), memory, row.link == Link::h2d_small ? " (link from cache?)" : "");
+                link_text.c_str(), memory, row.link == Link::h2d_small ? " (without the link's bytes: its block may be in the cache)" : "");
   }
   std::printf("# gpuxfer-probe-host-memory: %s\n", ok ? "OK: the copy load's bytes verified" : "FAILED");
   return ok ? 0 : 1;

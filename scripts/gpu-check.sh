@@ -18,6 +18,10 @@
 #               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
 #   --all       all four
 #
+# The runner stops a call at 600 s: every step after the build is held to what is left of
+# GPUXFER_CHECK_BUDGET_S (570 s from the start unless set), so that the summary is always written. A step
+# stopped there, or not started for want of 20 s, fails the run (an informational one only says so).
+#
 # Logs go to $OUT when set (else build-gpu/logs), at most 8 files: summary.txt (the GPUs, then the summary),
 # build.log, ctest.log (every ctest run, then pytest's output), junit.xml, check.log, bench.json, bench.log
 # and sanitize.log (every sanitizer run). Exits non-zero when anything failed.
@@ -34,7 +38,7 @@ for arg in "$@"; do
     --python) run_python=1 ;;
     --all) run_default=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
     -h | --help)
-      sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -53,6 +57,28 @@ mkdir -p "$logs" "$build" "$work"
 jobs=$(nproc)
 failures=()
 summary=()
+budget_s=${GPUXFER_CHECK_BUDGET_S:-570}
+min_step_s=20
+
+# Sets `limit` to the seconds step <what> may run: <want> (0: no limit of its own) but no more than what
+# is left of the budget. With less than min_step_s left it sets none, records the step as not run (a
+# failure unless <informational> is 1) and returns 1.
+step_limit() {
+  local want=$1 what=$2 informational=${3:-0} left=$((budget_s - SECONDS))
+  if ((left < min_step_s)); then
+    summary+=("$what: not run: $SECONDS s of the $budget_s s budget gone, a step needs $min_step_s s (GPUXFER_CHECK_BUDGET_S)")
+    ((informational)) || failures+=("$what (time budget)")
+    return 1
+  fi
+  limit=$left
+  if ((want > 0 && want < left)); then limit=$want; fi
+  return 0
+}
+
+# " (stopped at its time limit of N s)" when exit code <rc> is timeout's.
+stopped_note() {
+  if (($1 == 124)); then printf ' (stopped at its time limit of %s s)' "$limit"; fi
+}
 
 section() { printf '\n=== %s\n' "$*"; }
 
@@ -64,19 +90,25 @@ bench_log_section() { sed -n "/^=== $1\$/,\$p" "$logs/bench.log"; }
 run_probe() {
   local name=$1 pattern=$2 probe=$build/benchmarks/$1 rc line
   [[ -x $probe ]] || return 0
+  step_limit 300 "probe ${name#gpuxfer-probe-}" 1 || return 0
   section "probe: ${name#gpuxfer-probe-}"
-  { printf '\n=== %s\n' "$name"; timeout 300 "$probe"; } >>"$logs/bench.log" 2>&1
+  { printf '\n=== %s\n' "$name"; timeout "$limit" "$probe"; } >>"$logs/bench.log" 2>&1
   rc=$?
   bench_log_section "$name"
-  summary+=("probe ${name#gpuxfer-probe-}: exit code $rc (informational; bench.log):")
+  summary+=("probe ${name#gpuxfer-probe-}: exit code $rc$(stopped_note "$rc") (informational; bench.log):")
   while IFS= read -r line; do summary+=("  $line"); done < <(bench_log_section "$name" | grep -E "$pattern")
 }
 
-# Runs the command after <marker> <limit> <tail> under that time limit (seconds), its output appended to
-# bench.log after a line "=== <marker>"; prints the section's last <tail> lines and sets appended_rc.
+# Runs the command after <marker> <limit> <tail> under that time limit (seconds; no more than the budget
+# leaves), its output appended to bench.log after a line "=== <marker>"; prints the section's last <tail>
+# lines and sets appended_rc (124 when stopped at the limit, 125 when not started for want of time).
 append_to_bench_log() {
-  local marker=$1 limit=$2 tail=$3
+  local marker=$1 want=$2 tail=$3
   shift 3
+  if ! step_limit "$want" "$marker" 1; then
+    appended_rc=125
+    return
+  fi
   { printf '\n=== %s\n' "$marker"; timeout "$limit" "$@"; } >>"$logs/bench.log" 2>&1
   appended_rc=$?
   bench_log_section "$marker" | tail -n "$tail"
@@ -195,42 +227,48 @@ if ((run_default)); then
   fi
   echo "$ngpus GPUs visible: ctest ${ctest_args[*]}"
   started=$SECONDS
-  ctest --test-dir "$build" "${ctest_args[@]}" --timeout 300 --output-on-failure --output-junit "$junit" \
-    >"$work/ctest.log" 2>&1
-  ctest_rc=$?
-  cat "$work/ctest.log" >>"$logs/ctest.log"
-  grep -E '\*\*\*|tests passed|tests failed' "$work/ctest.log" | tail -n 40
-  count_ctest "$work/ctest.log"
-  if ((total > 0)); then
-    summary+=("ctest: $passed passed, $skipped skipped, $failed failed of $total ($ngpus GPUs, $((SECONDS - started)) s)")
-  else
-    summary+=("ctest: no test ran (exit code $ctest_rc; ctest.log)")
-    failures+=("ctest ran nothing")
+  : >"$work/ctest.log"
+  if step_limit 0 "ctest"; then
+    timeout "$limit" ctest --test-dir "$build" "${ctest_args[@]}" --timeout 300 --output-on-failure \
+      --output-junit "$junit" >"$work/ctest.log" 2>&1
+    ctest_rc=$?
+    cat "$work/ctest.log" >>"$logs/ctest.log"
+    grep -E '\*\*\*|tests passed|tests failed' "$work/ctest.log" | tail -n 40
+    count_ctest "$work/ctest.log"
+    if ((total > 0)); then
+      summary+=("ctest: $passed passed, $skipped skipped, $failed failed of $total ($ngpus GPUs, $((SECONDS - started)) s)$(stopped_note "$ctest_rc")")
+    else
+      summary+=("ctest: no test ran (exit code $ctest_rc; ctest.log)")
+      failures+=("ctest ran nothing")
+    fi
+    while IFS= read -r name; do summary+=("  skipped: $name"); done < <(skipped_names "$work/ctest.log" | head -n 20)
+    ((ctest_rc == 0)) || failures+=("ctest")
+    # The stress test's own report: operations, bytes, time, the pool at the end (in the junit file when it
+    # passed: ctest prints the output of failed tests only).
+    while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest.log" "$junit")
   fi
-  while IFS= read -r name; do summary+=("  skipped: $name"); done < <(skipped_names "$work/ctest.log" | head -n 20)
-  ((ctest_rc == 0)) || failures+=("ctest")
-  # The stress test's own report: operations, bytes, time, the pool at the end (in the junit file when it
-  # passed: ctest prints the output of failed tests only).
-  while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest.log" "$junit")
 
   section "gpuxfer check"
-  "$gpuxfer" check >"$logs/check.log" 2>&1
-  check_rc=$?
+  : >"$logs/check.log"
+  if step_limit 0 "gpuxfer check"; then
+    timeout "$limit" "$gpuxfer" check >"$logs/check.log" 2>&1
+    check_rc=$?
+    summary+=("check: $(grep -c '^PASS' "$logs/check.log") PASS, $(grep -c '^FAIL' "$logs/check.log") FAIL, $(grep -c '^SKIP' "$logs/check.log") SKIP (exit code $check_rc$(stopped_note "$check_rc"))")
+    ((check_rc == 0)) || failures+=("gpuxfer check")
+  fi
   "$build/apps/seed_example" >>"$logs/check.log" 2>&1
   example_rc=$?
   cat "$logs/check.log"
-  summary+=("check: $(grep -c '^PASS' "$logs/check.log") PASS, $(grep -c '^FAIL' "$logs/check.log") FAIL, $(grep -c '^SKIP' "$logs/check.log") SKIP (exit code $check_rc)")
   summary+=("seed_example: $( ((example_rc == 0)) && echo OK || echo "FAILED (exit code $example_rc)")")
-  ((check_rc == 0)) || failures+=("gpuxfer check")
   ((example_rc == 0)) || failures+=("seed_example")
 
   bench=$build/benchmarks/gpuxfer-bench
-  if [[ -x $bench ]]; then
+  if [[ -x $bench ]] && step_limit 0 "bench"; then
     section "bench (short)"
-    "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
+    timeout "$limit" "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
     bench_rc=$?
     tail -n 30 "$logs/bench.log"
-    summary+=("bench: exit code $bench_rc; headline (ratio to the ceiling measured in the same run):")
+    summary+=("bench: exit code $bench_rc$(stopped_note "$bench_rc"); headline (ratio to the ceiling measured in the same run):")
     while IFS= read -r line; do summary+=("  $line"); done < <(
       sed -n '/^# headline/,$p' "$logs/bench.log" | grep -v '^\s*$')
     ((bench_rc == 0)) || failures+=("bench")
@@ -241,7 +279,7 @@ if ((run_default)); then
       while IFS= read -r line; do summary+=("  $line"); done <<<"$floors"
       ((floors_rc == 0)) || failures+=("perf floors")
     fi
-  else
+  elif [[ ! -x $bench ]]; then
     summary+=("bench: no $bench, not run")
   fi
   # The probes (informational, appended to bench.log): the small calls alone, back to back and after
@@ -302,13 +340,15 @@ if ((run_python)); then
 fi
 
 # --- one GPU -------------------------------------------------------------------------------------------
+if ((run_one_gpu)) && ! step_limit 0 "one-GPU ctest"; then run_one_gpu=0; fi
 if ((run_one_gpu)); then
   section "GPU tests on one GPU (CUDA_VISIBLE_DEVICES=0, -j8)"
   started=$SECONDS
   # The stress test shares the GPU with 7 other tests here: its 150 s limit is for the GPUs alone.
   # GPUXFER_ONE_GPU_STRESS_OPS shortens the stress here (the full one runs in the default mode).
-  CUDA_VISIBLE_DEVICES=0 GPUXFER_STRESS_TIMEOUT_S=280 GPUXFER_STRESS_OPS=${GPUXFER_ONE_GPU_STRESS_OPS:-500} ctest --test-dir "$build" -L gpu -j8 --timeout 300 \
-    --output-on-failure --output-junit "$(realpath -m "$work/junit-one-gpu.xml")" >"$work/ctest-one-gpu.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 GPUXFER_STRESS_TIMEOUT_S=280 GPUXFER_STRESS_OPS=${GPUXFER_ONE_GPU_STRESS_OPS:-500} \
+    timeout "$limit" ctest --test-dir "$build" -L gpu -j8 --timeout 300 --output-on-failure \
+    --output-junit "$(realpath -m "$work/junit-one-gpu.xml")" >"$work/ctest-one-gpu.log" 2>&1
   one_rc=$?
   {
     printf '\n=== GPU tests on one GPU (CUDA_VISIBLE_DEVICES=0)\n'
@@ -318,7 +358,7 @@ if ((run_one_gpu)); then
   count_ctest "$work/ctest-one-gpu.log"
   # Only the tests that need two GPUs (suites MultiGpu*) may skip.
   unexpected=$(skipped_names "$work/ctest-one-gpu.log" | grep -v 'MultiGpu')
-  summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s); $(
+  summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s)$(stopped_note "$one_rc"); $(
     [[ -z $unexpected ]] && echo "every skip is a 2-GPU test" || echo "$(grep -c . <<<"$unexpected") skips of 1-GPU tests")")
   while IFS= read -r name; do [[ -n $name ]] && summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
   while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest-one-gpu.log" "$work/junit-one-gpu.xml")
@@ -327,6 +367,7 @@ if ((run_one_gpu)); then
 fi
 
 # --- sanitizers ----------------------------------------------------------------------------------------
+if ((run_sanitize)) && ! step_limit 0 "sanitizers"; then run_sanitize=0; fi
 if ((run_sanitize)); then
   section "sanitizers"
   san_log=$logs/sanitize.log
@@ -339,6 +380,10 @@ if ((run_sanitize)); then
   # Time limits and the tests under memcheck can be narrowed for a short lease of the runner.
   check_limit=${GPUXFER_SANITIZE_LIMIT_S:-240}
   tests_limit=${GPUXFER_SANITIZE_LIMIT_S:-300}
+  # Within the budget: the runs below start now, the ASan build too (the ASan tests once it is built).
+  check_limit=$((check_limit < limit ? check_limit : limit))
+  tests_limit=$((tests_limit < limit ? tests_limit : limit))
+  asan_limit=$limit
   tests_filter=${GPUXFER_SANITIZE_FILTER:--*DeathTest*:*nccl*}
 
   # Runs a command in the background under a time limit: its output in $work/NAME.log, "EXIT SECONDS"
@@ -384,7 +429,7 @@ if ((run_sanitize)); then
       sed -E 's/0x[0-9a-f]+/0x.../g' | sort | uniq -c | sort -rn | head -n 5
   }
 
-  (cmake --preset asan && cmake --build "$asan_build" -j "$jobs" --target gpuxfer_gpu_tests gpuxfer_cpu_tests) \
+  (cmake --preset asan && timeout "$asan_limit" cmake --build "$asan_build" -j "$jobs" --target gpuxfer_gpu_tests gpuxfer_cpu_tests) \
     >"$work/asan-build.log" 2>&1 &
   asan_pid=$!
 
@@ -418,8 +463,10 @@ if ((run_sanitize)); then
   echo "compute-sanitizer runs started; building $asan_build meanwhile"
   if wait "$asan_pid"; then
     summary+=("asan build: OK")
-    background asan-gpu-tests "$tests_limit" env "${asan_env[@]}" "${caps[@]}" "$asan_build/tests/gpuxfer_gpu_tests" --gtest_brief=1
-    background asan-cpu-tests "$tests_limit" env "${asan_env[@]}" "$asan_build/tests/gpuxfer_cpu_tests" --gtest_brief=1
+    if step_limit "$tests_limit" "ASan tests"; then
+      background asan-gpu-tests "$limit" env "${asan_env[@]}" "${caps[@]}" "$asan_build/tests/gpuxfer_gpu_tests" --gtest_brief=1
+      background asan-cpu-tests "$limit" env "${asan_env[@]}" "$asan_build/tests/gpuxfer_cpu_tests" --gtest_brief=1
+    fi
   else
     summary+=("asan build: FAILED (sanitize.log)")
     failures+=("asan build")

@@ -4,9 +4,11 @@
 #
 #   --default   topology, a Release build in build-gpu/, every test (in parallel across GPUs through a
 #               ctest resource spec when there are 2+), `gpuxfer check`, the README example, the bench's
-#               short mode when it exists, then its cross-process short mode (`gpuxfer launch -n <GPUs>
-#               gpuxfer-bench --ranks --short`; a world of one, informational, on one GPU) and, with 2+
-#               GPUs and torchrun, torch.distributed's baseline beside it
+#               short mode when it exists and the probes; then --ranks and --python
+#   --ranks     the bench's cross-process short mode (`gpuxfer launch -n <GPUs> gpuxfer-bench --ranks
+#               --short`; a world of one, informational, on one GPU) and, with 2+ GPUs, the same over
+#               NCCL's network path and torch.distributed's baseline beside it (with torchrun); part of
+#               --default
 #   --python    the Python tests (tests/python, pytest) and the Python bench against the module built in
 #               build-gpu/python when python3 has nanobind (skipped with the reason otherwise); part of
 #               --default
@@ -16,7 +18,7 @@
 #               `gpuxfer check --size 1MiB` (every path) and over the GPU tests with small sizes and a
 #               short stress (not the fault tests, which fault on purpose); the GPU and CPU tests built with
 #               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
-#   --all       all four
+#   --all       all of them
 #
 # The runner stops a call at 600 s: every step after the build is held to what is left of
 # GPUXFER_CHECK_BUDGET_S (570 s from the start unless set), so that the summary is always written. A step
@@ -29,16 +31,17 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export NCCL_NVLS_ENABLE=0  # never NVLink SHARP/multicast on the runner
 
-run_default=0 run_one_gpu=0 run_sanitize=0 run_python=0
+run_default=0 run_ranks=0 run_one_gpu=0 run_sanitize=0 run_python=0
 for arg in "$@"; do
   case $arg in
-    --default) run_default=1 run_python=1 ;;
+    --default) run_default=1 run_ranks=1 run_python=1 ;;
+    --ranks) run_ranks=1 ;;
     --one-gpu) run_one_gpu=1 ;;
     --sanitize) run_sanitize=1 ;;
     --python) run_python=1 ;;
-    --all) run_default=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
+    --all) run_default=1 run_ranks=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
     -h | --help)
-      sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -47,7 +50,7 @@ for arg in "$@"; do
       ;;
   esac
 done
-((run_default + run_one_gpu + run_sanitize + run_python > 0)) || run_default=1 run_python=1
+((run_default + run_ranks + run_one_gpu + run_sanitize + run_python > 0)) || run_default=1 run_ranks=1 run_python=1
 
 build="build-gpu"
 asan_build="build-asan"
@@ -202,6 +205,15 @@ else
 fi
 gpuxfer=$build/apps/gpuxfer
 
+# Sets ngpus from a ctest resource spec of the visible GPUs ($spec), written on the first call.
+count_gpus() {
+  [[ -n ${ngpus:-} ]] && return
+  spec=$PWD/$build/spec.json  # absolute: ctest reads it relative to the test directory
+  "$gpuxfer" resource-spec -o "$spec" || failures+=("resource-spec")
+  ngpus=$(grep -c '"id"' "$spec" 2>/dev/null)
+  ngpus=${ngpus:-0}
+}
+
 section "gpuxfer topo"
 {
   echo
@@ -213,10 +225,7 @@ section "gpuxfer topo"
 # --- the default run ---------------------------------------------------------------------------------
 if ((run_default)); then
   section "tests"
-  spec=$PWD/$build/spec.json  # absolute: ctest reads it relative to the test directory
-  "$gpuxfer" resource-spec -o "$spec" || failures+=("resource-spec")
-  ngpus=$(grep -c '"id"' "$spec" 2>/dev/null)
-  ngpus=${ngpus:-0}
+  count_gpus
   junit=$(realpath -m "$logs/junit.xml")
   if ((ngpus >= 2)); then
     ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 2)))
@@ -288,6 +297,12 @@ if ((run_default)); then
   run_probe gpuxfer-probe-small-calls "median|timeline|probe-small-calls:"
   run_probe gpuxfer-probe-partial-registration "alone|registered per call|probe-partial-registration:"
   run_probe gpuxfer-probe-graph-nodes "round 2|wrong bytes:|probe-graph-nodes:"
+fi
+
+# --- the cross-process bench ----------------------------------------------------------------------
+if ((run_ranks)); then
+  bench=$build/benchmarks/gpuxfer-bench
+  count_gpus
   # The cross-process bench, one rank per GPU under `gpuxfer launch`, appended to bench.log: with 2+ GPUs
   # the measurement (its failure fails the run); with one a world of one, a smoke run only (NCCL refuses
   # two ranks on one GPU). Its JSON stays in $work (8 files at most come back); with 2+ GPUs and torchrun,
@@ -328,8 +343,11 @@ if ((run_default)); then
       while IFS= read -r line; do summary+=("  $line"); done < <(
         bench_log_section "$marker" | grep -E '^# (rank_|torch_distributed_baseline)|skipped')
     fi
+  elif [[ ! -x $bench ]]; then
+    summary+=("bench --ranks: no $bench, not run")
+  else
+    summary+=("bench --ranks: not run: no GPU visible")
   fi
-
 fi
 
 # --- the Python package --------------------------------------------------------------------------------

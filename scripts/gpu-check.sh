@@ -221,6 +221,7 @@ section "gpuxfer topo"
 } 2>&1 | tee -a "$work/topo.txt"
 
 : >"$logs/ctest.log"
+: >"$logs/bench.log"
 
 # --- the default run ---------------------------------------------------------------------------------
 if ((run_default)); then
@@ -315,11 +316,13 @@ if ((run_ranks)); then
     ranks_limit=$((ngpus >= 2 ? 300 : 120))  # a world of one takes well under a minute
     append_to_bench_log "$marker" "$ranks_limit" 30 "$gpuxfer" launch -n "$ngpus" "$bench" --ranks --short --json "$ranks_json"
     ranks_rc=$appended_rc
-    if ((ngpus >= 2)); then
-      summary+=("bench --ranks: $ngpus ranks, exit code $ranks_rc; headline (ratio to the single-process reference, same run):")
+    if ((ranks_rc == 125)); then  # not started: the budget was spent (said above)
+      if ((ngpus >= 2)); then failures+=("bench --ranks (time budget)"); fi
+    elif ((ngpus >= 2)); then
+      summary+=("bench --ranks: $ngpus ranks, exit code $ranks_rc$(stopped_note "$ranks_rc"); headline (ratio to the single-process reference, same run):")
       ((ranks_rc == 0)) || failures+=("bench --ranks")
     else
-      summary+=("bench --ranks: a world of one (smoke, informational; 2+ GPUs measure), exit code $ranks_rc:")
+      summary+=("bench --ranks: a world of one (smoke, informational; 2+ GPUs measure), exit code $ranks_rc$(stopped_note "$ranks_rc"):")
     fi
     while IFS= read -r line; do summary+=("  $line"); done < <(rank0_headline "$marker")
     if ((ngpus >= 2)); then
@@ -329,7 +332,7 @@ if ((run_ranks)); then
       network=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
       marker="${network[*]} gpuxfer launch -n $ngpus --node-per-rank gpuxfer-bench --ranks --short"
       append_to_bench_log "$marker" 300 20 env "${network[@]}" "$gpuxfer" launch -n "$ngpus" --node-per-rank "$bench" --ranks --short
-      summary+=("bench --ranks, network path: exit code $appended_rc (informational; bench.log):")
+      ((appended_rc == 125)) || summary+=("bench --ranks, network path: exit code $appended_rc$(stopped_note "$appended_rc") (informational; bench.log):")
       while IFS= read -r line; do summary+=("  $line"); done < <(rank0_headline "$marker")
     fi
     if ((ngpus >= 2)) && command -v torchrun >/dev/null; then
@@ -339,7 +342,7 @@ if ((run_ranks)); then
       [[ -s $ranks_json ]] && compare=(--gpuxfer "$ranks_json")
       append_to_bench_log "$marker" 300 20 torchrun --nproc-per-node "$ngpus" \
         benchmarks/python/torch_distributed_baseline.py --short "${compare[@]}"
-      summary+=("torch.distributed baseline: exit code $appended_rc (informational; bench.log):")
+      ((appended_rc == 125)) || summary+=("torch.distributed baseline: exit code $appended_rc$(stopped_note "$appended_rc") (informational; bench.log):")
       while IFS= read -r line; do summary+=("  $line"); done < <(
         bench_log_section "$marker" | grep -E '^# (rank_|torch_distributed_baseline)|skipped')
     fi

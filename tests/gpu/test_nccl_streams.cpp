@@ -24,6 +24,7 @@ TEST_F(MultiGpuNcclStreams, BroadcastDoesNotQueueBehindAPeerCopy) {
   fill_device(receiver.ordinal(), receiver.get(), kBytes, seed(1));
 
   // Another engine's copy 1 -> 0, queued on device 1's d2d stream behind a producer that spins.
+  const Stream held_dst_stream(ordinal(0));
   InterGpuTransfer held(manager_);
   DeviceMemory& held_src = allocate(1, kBytes);
   DeviceMemory& held_dst = allocate(0, kBytes);
@@ -34,7 +35,9 @@ TEST_F(MultiGpuNcclStreams, BroadcastDoesNotQueueBehindAPeerCopy) {
     pattern::fill_device_slow(held_src.get(), kBytes, other_seed(0), kHoldNs, producer.get());
   }
   held.set_device_buffer(1, held_src.get(), kBytes, producer.get());
-  held.set_device_buffer(0, held_dst.get(), kBytes);
+  // On a stream of its own: registered on device 0's legacy default stream, as the broadcast's root is,
+  // the destination would make that stream wait for the held copy, and the root's broadcast with it.
+  held.set_device_buffer(0, held_dst.get(), kBytes, held_dst_stream.get());
   TransferHandle copy = held.copy_device_buffer_async(1, 0, CopyPath::peer);
 
   const auto start = std::chrono::steady_clock::now();

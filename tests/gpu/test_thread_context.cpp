@@ -138,6 +138,32 @@ TEST_F(GpuThreadContext, BroadcastsAndGatherIntoLeaveNoContext) {
   }
 }
 
+// Two gathers of one buffer in flight at once, both held back by the buffer's slow producer: the second
+// one's ordering drops the reads of the first that are done, asking CUDA about one that is not.
+TEST_F(GpuThreadContext, GathersInFlightTogetherLeaveNoContext) {
+  constexpr std::uint64_t kHoldNs = 200'000'000;
+  DeviceMemory& memory = allocate(0, kBytes);
+  const Stream producer(ordinal(0));
+  {
+    const DeviceGuard guard(ordinal(0));
+    pattern::fill_device_slow(memory.get(), kBytes, seed(0), kHoldNs, producer.get());
+  }
+  xfer().set_device_buffer(0, memory.get(), kBytes, producer.get());
+  std::vector<HostBuffer> first;
+  std::vector<HostBuffer> second;
+  EXPECT_EQ(context_change([&] {
+              GatherHandle a = xfer().gather(0);
+              GatherHandle b = xfer().gather(0);
+              first = a.get();
+              second = b.get();
+            }),
+            "");
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(second.empty());
+  EXPECT_TRUE(host_matches(first[0].span(), seed(0), 0, "the first gather"));
+  EXPECT_TRUE(host_matches(second[0].span(), seed(0), 0, "the second gather"));
+}
+
 TEST_F(GpuThreadContext, PoolAndHostRegistrationLeaveNoContext) {
   PinnedPool& pool = manager().pinned_pool();
   pool.trim();

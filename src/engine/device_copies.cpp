@@ -47,8 +47,14 @@ SharedEvent enqueue_staged_copy(ManagerState& m, const DeviceRange& src, const D
   DrainOnError drain;
   drain.add(down);
   drain.add(up);
-  stream_wait(down, src.ready);
-  stream_wait(up, dst.ready);
+  {
+    DeviceGuard guard(s.ordinal);  // under each stream's device: a thread with no context gets none
+    stream_wait(down, src.ready);
+  }
+  {
+    DeviceGuard guard(d.ordinal);
+    stream_wait(up, dst.ready);
+  }
   const std::string what = describe(m, "staged copy", src, dst);
   for (std::size_t k = 0; k < ring.chunk_count(); ++k) {
     const Chunk c = ring.chunk(k);

@@ -23,10 +23,9 @@ bool is_plain(cudaStream_t stream) noexcept {
 // Drops the events that have completed (a failed one stays: its waiter reports the failure); one a host
 // thread has seen complete costs no query.
 void prune(std::vector<SharedEvent>& events) {
-  const RelaxedCapture relaxed;
-  std::erase_if(events, [](const SharedEvent& e) {
-    return e->completed() || detail::handled(cudaEventQuery(e->get())) == cudaSuccess;
-  });
+  // Event::query asks under the event's device (a thread with no context gets none) and in relaxed
+  // capture mode.
+  std::erase_if(events, [](const SharedEvent& e) { return e->completed() || e->query() == cudaSuccess; });
 }
 
 // A set of @p device's capture streams for the capture @p capture: one in no capture or already in this

@@ -101,7 +101,6 @@ struct Machine {
   std::byte* device = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, end = nullptr;
-  std::uint64_t sink = 0;
 };
 
 // One thread's load over its part [begin, begin + len) of the buffers, a block at a time, until @p stop.
@@ -248,12 +247,12 @@ int main(int argc, char** argv) {
     const double link = row.link == Link::none ? 0 : median(row.link_rate);
     if (row.load == Load::none && row.link == Link::h2d) h2d_alone = link;
     if (row.load == Load::none && row.link == Link::d2h) d2h_alone = link;
-    const double alone = row.link == Link::d2h ? d2h_alone : h2d_alone;
+    const double alone = row.link == Link::d2h ? d2h_alone : h2d_alone;  // H2D 8M against H2D alone
     const double memory = host * passes(row.load) + (row.link == Link::h2d_small ? 0 : link);
     std::string link_text = "-";
     if (row.link != Link::none) {
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%6.2f (%.3f)", link, row.link == Link::h2d_small ? link / h2d_alone : link / alone);
+      std::snprintf(buf, sizeof buf, "%6.2f (%.3f)", link, link / alone);
       link_text = buf;
     }
     std::printf("%-6s %7d  %-7s | %9.2f  %-19s  %9.2f%s\n", name(row.load), row.threads, name(row.link), host,

@@ -517,6 +517,34 @@ TEST_F(MultiGpuStreamOrder, AnUploadWaitsForAStagedCopyStillReadingItsTarget) {
       device_matches(src.ordinal(), src.get(), src.size(), other_seed(0), 0, "device 0: the new bytes"));
 }
 
+// The per-thread default stream is one stream per device. A buffer registered on device 1's, gathered
+// with cudaStreamPerThread as the caller's stream while device 0 is current: the caller's stream is then
+// device 0's per-thread stream, not the registering one, so the gather still waits for the work queued on
+// device 1's (a slow producer there). Found by reading: the two handles compared equal.
+TEST_F(MultiGpuStreamOrder, APerThreadCallerStreamOfAnotherDeviceWaitsForTheRegisteringOne) {
+  register_pattern(0, kBytes);
+  DeviceMemory& one = allocate(1, kBytes);
+  poison_device(one.ordinal(), one.get(), one.size());
+  {
+    const DeviceGuard guard(one.ordinal());
+    xfer().set_device_buffer(1, one.get(), one.size(), cudaStreamPerThread);
+  }
+  const DeviceGuard current(ordinal(0));
+  // Once first (of the poison), so that the pool holds the results' blocks: a first cudaHostAlloc could
+  // synchronise the devices under the gather.
+  (void)xfer().gather_all_async(cudaStreamPerThread).get();
+  {
+    const DeviceGuard guard(one.ordinal());
+    pattern::fill_device_slow(one.get(), one.size(), seed(1), kSpinNs, cudaStreamPerThread);
+  }
+  ASSERT_TRUE(still_running(one.ordinal(), cudaStreamPerThread, "device 1's per-thread stream before the gather"));
+  GatherHandle h = xfer().gather_all_async(cudaStreamPerThread);
+  const auto out = h.get();
+  ASSERT_EQ(out.size(), device_count());
+  EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "device 0's bytes"));
+  EXPECT_TRUE(host_matches(out[1].span(), seed(1), 0, "device 1's bytes, after its per-thread stream's write"));
+}
+
 // Issue 10 (b): a broadcast queued right behind a gather handle that reads one of its targets (device 1's
 // buffer, read on its stalled registering stream): the gather gets the old bytes, then every device the
 // broadcast's.

@@ -24,6 +24,16 @@
 //                    set-up and teardown, which NCCL 2.28 runs on threads of its own): each must succeed with
 //                    every byte right and the capture must end intact; prints "rank R of N: beside a capture,
 //                    C checks passed" and exits 0
+//   first-host-op [separate-nodes]
+//                    on a new communicator, after a copy each way between ranks 0 and 1 (NCCL's
+//                    connections), the first host operation: gather_to_host_async of 1 MiB + 7 to rank 0
+//                    behind a producer of 50 ms on the other ranks, which must return before that producer is
+//                    done and gather its bytes; prints "rank R of N: a first host operation, C checks passed"
+//   fail-part-way gather|broadcast
+//                    each rank a node of its own; rank 1's second ncclSend of a blocking gather_to_host of
+//                    16 MiB (eight pieces) to rank 0, or its ncclRecv of a blocking broadcast_from_host of
+//                    16 MiB from rank 0, fails (nccl_fault, LD_PRELOAD): rank 1 must throw its own error at
+//                    once (exit 1), not wait for the timeout
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the
 //   others create their
 //                    Communicator, which must fail (exit 1, printing the error)
@@ -506,11 +516,22 @@ int segments_left() {
   return left;
 }
 
+void on_nodes_of_their_own() {
+  const std::string id = "comm-probe-rank-" + std::to_string(gpuxfer::detail::launch_env_from_process().rank);
+  ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
+}
+
+// The producer's kernels and a memset once, so that the first check behind a running producer does not
+// see it done for the module's loading (see run_ops).
+void warm_up(const Communicator& comm, cudaStream_t stream) {
+  DeviceMemory warm(comm.device(), 64);
+  gpuxfer::pattern::fill_device_slow(warm.get(), 64, 1, 0, stream);
+  cuda_check(cudaMemsetAsync(warm.get(), 0, 64, stream), "the warm-up");
+  cuda_check(cudaStreamSynchronize(stream), "the warm-up");
+}
+
 int run_ops(bool separate_nodes) {
-  if (separate_nodes) {
-    const std::string id = "comm-probe-rank-" + std::to_string(gpuxfer::detail::launch_env_from_process().rank);
-    ::setenv("GPUXFER_NODE_ID", id.c_str(), 1);
-  }
+  if (separate_nodes) on_nodes_of_their_own();
   std::optional<Communicator> comm(Communicator::from_environment());
   cuda_check(cudaSetDevice(comm->device()), "cudaSetDevice");  // the pattern kernels' device
   const int rank = comm->rank();
@@ -797,6 +818,64 @@ int run_beside_capture(bool with_setup) {
   return 0;
 }
 
+int first_host_operation(bool separate_nodes) {
+  if (separate_nodes) on_nodes_of_their_own();
+  Communicator comm = Communicator::from_environment();
+  cuda_check(cudaSetDevice(comm.device()), "cudaSetDevice");
+  Checker check(comm);
+  {
+    gpuxfer::testing::Stream stream(comm.device());
+    warm_up(comm, stream.get());
+    if (comm.world_size() > 1) {
+      check.copy(4099, 1, 0, false, stream.get());
+      check.copy(4099, 0, 1, false, stream.get());
+    }
+    check.gather_to_host((1 << 20) + 7, true, 0, true, stream.get());
+  }
+  if (!check.failures.empty()) {
+    for (const std::string& f : check.failures)
+      std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), f.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d: a first host operation, %d checks passed\n", comm.rank(), comm.world_size(),
+              check.checks);
+  return 0;
+}
+
+int fail_part_way(const std::string& operation) {
+  on_nodes_of_their_own();
+  Communicator comm = Communicator::from_environment();
+  cuda_check(cudaSetDevice(comm.device()), "cudaSetDevice");
+  constexpr std::size_t bytes = std::size_t{16} << 20;
+  DeviceMemory buffer(comm.device(), bytes);
+  cuda_check(cudaMemset(buffer.get(), 1, bytes), "fill");
+  std::vector<std::byte> data(comm.rank() == 0 ? bytes : 0, std::byte{2});
+  // Once whole, so that the failure comes in a call whose set-up (segments, staging, connections) is done.
+  if (operation == "gather") {
+    (void)comm.gather_to_host(buffer.get(), bytes, 0);
+  } else {
+    comm.broadcast_from_host(data, buffer.get(), bytes, 0);
+  }
+  if (comm.rank() == 1) {
+    ::setenv(operation == "gather" ? "GPUXFER_TEST_FAIL_NCCL_SEND" : "GPUXFER_TEST_FAIL_NCCL_RECV",
+             operation == "gather" ? "2" : "1", 1);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (operation == "gather") {
+      (void)comm.gather_to_host(buffer.get(), bytes, 0);
+    } else {
+      comm.broadcast_from_host(data, buffer.get(), bytes, 0);
+    }
+  } catch (const gpuxfer::Error& e) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank %d of %d: failed after %.0f ms: %s\n", comm.rank(), comm.world_size(), ms, e.what());
+    return 1;
+  }
+  std::printf("rank %d of %d: the call did not fail\n", comm.rank(), comm.world_size());
+  return comm.rank() == 1 ? 2 : 0;
+}
+
 int exit_early(int leaver) {
   const auto env = gpuxfer::detail::launch_env_from_process();
   if (env.rank == leaver) {
@@ -830,6 +909,8 @@ int main(int argc, char** argv) try {
   if (mode == "beside-capture") return run_beside_capture(argc > 2 && std::string(argv[2]) == "setup");
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   if (mode == "one-gpu") return one_gpu();
+  if (mode == "first-host-op") return first_host_operation(argc > 2 && std::string(argv[2]) == "separate-nodes");
+  if (mode == "fail-part-way" && argc > 2) return fail_part_way(argv[2]);
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;
 } catch (const gpuxfer::Error& e) {

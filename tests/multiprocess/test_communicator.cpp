@@ -2,8 +2,9 @@
 // started by `gpuxfer launch -n 2` (every operation, byte for byte; gather_to_host and broadcast_from_host
 // through the shared segment, and with each rank a node of its own over NCCL), the operations that need no
 // host wait captured into a CUDA graph and replayed, and a rank that leaves before NCCL
-// (the other fails within GPUXFER_TIMEOUT, naming it), two ranks on one GPU (refused, naming both). Skips,
-// saying why, without enough GPUs.
+// (the other fails within GPUXFER_TIMEOUT, naming it), two ranks on one GPU (refused, naming both), a
+// first host operation that waits for no GPU work, and a blocking host operation whose NCCL work fails
+// part-way between nodes (that rank throws its own error at once). Skips, saying why, without enough GPUs.
 #include <chrono>
 #include <string>
 
@@ -131,6 +132,49 @@ TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
   EXPECT_TRUE(has(run, "on node 'GPUXFER_NODE_ID=comm-probe-rank-1 ")) << run.output;
   EXPECT_TRUE(has(run, "', with the node of rank 1")) << run.output;
+}
+
+// A new communicator's first host operation, stream-ordered behind a slow producer on rank 1, returns
+// before that producer is done: nothing of it waits for the device (the ranks' node exchange, made at
+// creation, neither). Each rank a node of its own: rank 1 sends over NCCL.
+TEST(CommunicatorGpu, AFirstHostOperationBetweenNodesWaitsForNoGpuWork) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run = launch("-n 2 -- " + probe + " first-host-op separate-nodes",
+                               "GPUXFER_TIMEOUT=60 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 2, "a first host operation, ");
+}
+
+// The same on one node: rank 1 maps the root's segment (page-locked in that first call) and copies into it.
+TEST(CommunicatorGpu, AFirstHostOperationOnOneNodeWaitsForNoGpuWork) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run = launch("-n 2 -- " + probe + " first-host-op", "GPUXFER_TIMEOUT=60");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 2, "a first host operation, ");
+}
+
+// A blocking host operation between nodes whose NCCL work fails part-way on rank 1 (an ncclSend or
+// ncclRecv refused, through nccl_fault): rank 1 throws its own error at once, not "not complete" at the
+// timeout, and the job ends well within it.
+void expect_failed_part_way(const std::string& operation) {
+  const LaunchRun run =
+      launch("-n 2 -- " + probe + " fail-part-way " + operation,
+             "LD_PRELOAD='" NCCL_FAULT "' GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_TRUE(has(run, "[1] rank 1 of 2: failed after ")) << run.output;
+  EXPECT_TRUE(has(run, "gpuxfer nccl_error: ")) << run.output;
+  EXPECT_FALSE(has(run, "the call did not fail")) << run.output;
+  EXPECT_LT(run.took, 20s) << "rank 1 waited instead of failing at once:\n" << run.output;
+}
+
+TEST(CommunicatorGpu, AGatherToHostFailingPartWayBetweenNodesFailsAtOnce) {
+  REQUIRE_GPUS(2);
+  expect_failed_part_way("gather");
+}
+
+TEST(CommunicatorGpu, ABroadcastFromHostFailingBetweenNodesFailsAtOnce) {
+  REQUIRE_GPUS(2);
+  expect_failed_part_way("broadcast");
 }
 
 void expect_named(int leaver) {

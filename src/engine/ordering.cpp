@@ -148,7 +148,8 @@ DeviceStreams* OperationOrder::capture_streams(std::size_t device) {
 }
 
 bool OperationOrder::is_caller(std::size_t device, cudaStream_t stream) const noexcept {
-  if (caller_) return *caller_ == stream;
+  // The per-thread handle names one stream per device: the caller's is that of caller_ordinal_ alone.
+  if (caller_) return *caller_ == stream && (is_plain(stream) || caller_ordinal_ == m_.ordinal(device));
   return !per_device_.empty() && per_device_[device] == stream;
 }
 

@@ -96,7 +96,7 @@ void queue_broadcast_from_device(detail::TransferState& t, std::size_t root, Dev
   order.begin();
   detail::OperationState op("broadcast_from_device");
   // Should a later device fail (its staging ring out of pinned memory), the copies already queued into
-  // the other devices' buffers finish before the caller gets them back. NCCL drains its own streams.
+  // the other devices' buffers finish before the caller gets them back; so do NCCL's kernels once launched.
   detail::DrainOnError drain;
   for (std::size_t i = 0; !use_nccl && i < ranges.size(); ++i) {
     if (i == root) continue;
@@ -106,6 +106,9 @@ void queue_broadcast_from_device(detail::TransferState& t, std::size_t root, Dev
   }
   if (use_nccl) {
     detail::enqueue_nccl_broadcast(m, ranges, root, op);
+    // Launched on every device: should the ordering below fail, the kernels end before the buffers go
+    // back to the caller.
+    for (const auto& r : ranges) drain.add(detail::streams_for(m, r).nccl.get());
   } else {
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       if (i == root) continue;

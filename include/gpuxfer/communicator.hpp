@@ -155,12 +155,13 @@ class Communicator {
   /// (whatever their streams), comes before its later ones, and returns when the bytes are in the root's
   /// buffers. It waits on the host for two exchanges of four words a rank or fewer (the sizes, then every
   /// rank's "done"), each bounded by the timeout; a third (the root's "ready") when the root has no free
-  /// segment as large as its last call's (the first call, say), and on the first host operation a fourth,
-  /// of the ranks' nodes. In a world of one no exchange goes through NCCL. Not yet run on a GPU.
+  /// segment as large as its last call's (the first call, say). (The ranks' nodes are exchanged once, when
+  /// the communicator is made.) In a world of one no exchange goes through NCCL. Run on one GPU (a world
+  /// of one); not yet with two ranks.
   ///
   /// Paths. Every part lands, page-aligned, in one POSIX shared-memory segment of the root's, and the
   /// root's HostBuffers are views of it: no copy in host memory. The ranks on the root's node (same host
-  /// name, boot id and /dev/shm, exchanged once, on the first call) each copy from their own GPU, over
+  /// name, boot id and /dev/shm, exchanged once, when the communicator is made) each copy from their own GPU, over
   /// their own PCIe link, straight into their part; the root copies its own part down; the ranks of other
   /// nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
   /// largest so far), in pieces of an eighth of their part (1 to 16 MiB), which the root copies down into
@@ -179,7 +180,9 @@ class Communicator {
   ///         root, and then Error(Errc::comm_error) naming the root on the other ranks; Error(Errc::cuda_error)
   ///         for a failed CUDA call; Error(Errc::comm_error) when a peer is dead or late (naming the rank
   ///         where NCCL says, after ncclCommAbort) and, on every other rank, when one rank failed to
-  ///         write its part (naming it: that rank throws its own error)
+  ///         write its part (naming it: that rank throws its own error). A rank whose part of the NCCL
+  ///         work between nodes failed part-way throws its own error at once, after aborting the
+  ///         communicator (no exchange can follow then): the others' bounded waits fail
   std::vector<HostBuffer> gather_to_host(const void* send, std::size_t bytes, int root);
 
   /// Stream-ordered gather_to_host: each rank's @p send is read after the work queued on its @p stream
@@ -213,8 +216,8 @@ class Communicator {
   /// communicator's earlier operations (whatever their streams), comes before its later ones, and returns
   /// when @p recv holds the bytes on this rank (the root may reuse @p data then). It waits on the host for
   /// two exchanges of four words a rank or fewer (the sizes with the root's preparation, then every rank's
-  /// "done"), each bounded by the timeout (on the first host operation a third, of the ranks' nodes). In a
-  /// world of one no exchange goes through NCCL. Not yet run on a GPU.
+  /// "done"), each bounded by the timeout. In a world of one no exchange goes through NCCL. Run on one GPU
+  /// (a world of one); not yet with two ranks.
   ///
   /// Paths. When other ranks share the root's node, the root writes the bytes once (before the first
   /// exchange, on the communicator's host copy threads) into a POSIX shared-memory segment of its own,
@@ -233,7 +236,8 @@ class Communicator {
   ///         naming the root on the other ranks; Error(Errc::cuda_error) for a failed CUDA call;
   ///         Error(Errc::comm_error) when a peer is dead or late (naming the rank where NCCL says, after
   ///         ncclCommAbort) and, on every other rank, when one rank failed to take the bytes (naming it:
-  ///         that rank throws its own error)
+  ///         that rank throws its own error). A rank whose NCCL send or receive between nodes failed
+  ///         throws its own error at once, after aborting the communicator: the others' bounded waits fail
   void broadcast_from_host(std::span<const std::byte> data, void* recv, std::size_t capacity, int root);
 
   /// Stream-ordered broadcast_from_host: each rank's @p recv is written after the work queued on its

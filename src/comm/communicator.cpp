@@ -11,6 +11,7 @@
 
 #include "comm/comm_launch.hpp"
 #include "comm/communicator_state.hpp"
+#include "comm/host_transfer.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
 #include "node/environment.hpp"
@@ -138,6 +139,9 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
   GPUXFER_CUDA_TRY_CTX(cudaHostAlloc(&ptr, s->exchange_bytes(), cudaHostAllocPortable),
                        s->where + ": the size exchange");
   s->sizes_host.reset(static_cast<std::uint64_t*>(ptr));
+  // The ranks' nodes, here where waiting costs nothing: on a first stream-ordered host operation, the
+  // exchange's pinned and device scratch (cudaHostAlloc, cudaFree) would wait for the caller's GPU work.
+  know_nodes(*s, "creating the communicator");
   return s;
 }
 

@@ -196,7 +196,8 @@ void Communicator::broadcast_from_host(std::span<const std::byte> data, void* re
   }
   // Queued after this rank's copies: when it completes, this rank's recv holds the bytes (and the root's
   // sends are over), so the segment may serve another call.
-  detail::exchange_outcomes(s, done, call.what, "done", "taking the bytes");
+  const bool over_nccl = call.is_root() ? call.plan.network : call.route() == HostRoute::network;
+  detail::end_blocking(s, done, over_nccl, call.what, "taking the bytes");
 }
 
 void Communicator::broadcast_from_host_async(std::span<const std::byte> data, void* recv, std::size_t capacity,

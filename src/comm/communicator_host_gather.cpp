@@ -71,13 +71,16 @@ struct RootSide {
     entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
     if (plan.staging_bytes > s.staging_bytes) {
       // No earlier call uses it still, a stream-ordered one neither: the size exchange, waited for on the
-      // host, ran after the communicator's previous operation had ended.
-      s.staging.reset();
-      s.staging_bytes = 0;
-      void* ptr = nullptr;
+      // host, ran after the communicator's previous operation had ended. Freed and made in stream order
+      // on the communicator's stream, whose "ready" exchange the host waits for next (the new staging is
+      // there for every stream after it): cudaFree would wait for all of the device's work, a
+      // stream-ordered caller's producer too.
+      const std::string step = s.where + ": " + what + ": the staging of other nodes' bytes";
       const detail::RelaxedCapture relaxed;
-      GPUXFER_CUDA_TRY_CTX(cudaMalloc(&ptr, plan.staging_bytes),
-                           s.where + ": " + what + ": the staging of other nodes' bytes");
+      s.staging_bytes = 0;
+      if (s.staging) GPUXFER_CUDA_TRY_CTX(cudaFreeAsync(s.staging.release(), s.stream.get()), step);
+      void* ptr = nullptr;
+      GPUXFER_CUDA_TRY_CTX(cudaMallocAsync(&ptr, plan.staging_bytes, s.stream.get()), step);
       s.staging = std::unique_ptr<std::byte, detail::DeviceFree>(static_cast<std::byte*>(ptr), {s.device});
       s.staging_bytes = plan.staging_bytes;
     }
@@ -265,7 +268,8 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   }
   // Queued after this rank's copies: when the root has every rank's "done", every byte is in place (and
   // the exchange is the communicator's last operation, s.last).
-  detail::exchange_outcomes(s, done, call.what, "done", "writing a part");
+  const bool over_nccl = call.is_root() ? call.plan.staging_bytes > 0 : call.route() == HostRoute::network && bytes > 0;
+  detail::end_blocking(s, done, over_nccl, call.what, "writing a part");
   return call.is_root() ? call.side.results() : std::vector<HostBuffer>{};
 }
 

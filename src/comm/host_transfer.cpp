@@ -121,6 +121,15 @@ void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::str
   (void)exchange_outcomes_with(s, mine, 0, s.rank, what, exchange, step);
 }
 
+void end_blocking(CommunicatorState& s, const Outcome& done, bool over_nccl, const std::string& what,
+                  const std::string& step) {
+  if (done.failure && over_nccl) {
+    s.comm.abort();
+    throw *done.failure;
+  }
+  exchange_outcomes(s, done, what, "done", step);
+}
+
 std::optional<Error> exchange_outcomes_failure(CommunicatorState& s, const Outcome& mine, const std::string& what,
                                                const std::string& exchange, const std::string& step) {
   std::vector<std::uint64_t> pairs;

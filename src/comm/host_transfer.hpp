@@ -33,8 +33,9 @@ PinnedPool& pool_of(CommunicatorState& s);
 /// copy of its bytes into pinned or shared memory runs at the host's memory speed, not one thread's.
 HostCopyWorkers& host_copy_of(CommunicatorState& s);
 
-/// The ranks' node records and node leaders, exchanged once (an ncclAllGather of 256 bytes a rank) on the
-/// first host operation; @p what names that operation in messages.
+/// The ranks' node records and node leaders, exchanged once (an ncclAllGather of 256 bytes a rank) when
+/// the communicator is made (the host operations call it too, and find them known); @p what names the
+/// step in messages.
 void know_nodes(CommunicatorState& s, const std::string& what);
 
 /// A failure of this rank's own step, kept until the ranks have told each other how their step went.
@@ -68,6 +69,14 @@ struct Outcome {
 /// failed; returns when every rank's step went well.
 void exchange_outcomes(CommunicatorState& s, const Outcome& mine, const std::string& what,
                        const std::string& exchange, const std::string& step);
+
+/// The "done" exchange of a blocking host operation (exchange_outcomes), unless this rank's step failed
+/// when it had NCCL sends or receives of the path between nodes to queue (@p over_nccl): part of them may
+/// be queued, the peers' matching work waits for the rest, and the exchange would queue behind it until
+/// the timeout on every rank. Then it aborts the communicator and throws this rank's own failure; the
+/// peers' bounded waits fail.
+void end_blocking(CommunicatorState& s, const Outcome& done, bool over_nccl, const std::string& what,
+                  const std::string& step);
 
 /// As exchange_outcomes, but returns the error instead of throwing it (none when every rank's step went
 /// well), for a call that must still end what it queued, on every rank alike, before it throws. Throws

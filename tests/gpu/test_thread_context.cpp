@@ -139,11 +139,14 @@ TEST_F(GpuThreadContext, BroadcastsAndGatherIntoLeaveNoContext) {
 }
 
 // Two gathers of one buffer in flight at once, both held back by the buffer's slow producer: the second
-// one's ordering drops the reads of the first that are done, asking CUDA about one that is not.
+// one's ordering drops the reads of the first that are done, asking CUDA about one that is not. They are
+// stream-ordered on a stream of the test's (device 0's), so that they read device 0's buffer on one GPU too.
 TEST_F(GpuThreadContext, GathersInFlightTogetherLeaveNoContext) {
   constexpr std::uint64_t kHoldNs = 200'000'000;
   DeviceMemory& memory = allocate(0, kBytes);
+  for (std::size_t i = 1; i < device_count(); ++i) register_pattern(i, kBytes);
   const Stream producer(ordinal(0));
+  const Stream caller(ordinal(0));
   {
     const DeviceGuard guard(ordinal(0));
     pattern::fill_device_slow(memory.get(), kBytes, seed(0), kHoldNs, producer.get());
@@ -152,14 +155,14 @@ TEST_F(GpuThreadContext, GathersInFlightTogetherLeaveNoContext) {
   std::vector<HostBuffer> first;
   std::vector<HostBuffer> second;
   EXPECT_EQ(context_change([&] {
-              GatherHandle a = xfer().gather(0);
-              GatherHandle b = xfer().gather(0);
+              GatherHandle a = xfer().gather_all_async(caller.get());
+              GatherHandle b = xfer().gather_all_async(caller.get());
               first = a.get();
               second = b.get();
             }),
             "");
-  ASSERT_FALSE(first.empty());
-  ASSERT_FALSE(second.empty());
+  ASSERT_EQ(first.size(), device_count());
+  ASSERT_EQ(second.size(), device_count());
   EXPECT_TRUE(host_matches(first[0].span(), seed(0), 0, "the first gather"));
   EXPECT_TRUE(host_matches(second[0].span(), seed(0), 0, "the second gather"));
 }

@@ -1,5 +1,6 @@
 #include "runtime/stream.hpp"
 
+#include <optional>
 #include <string>
 
 #include "runtime/cuda_check.hpp"
@@ -7,7 +8,21 @@
 
 namespace gpuxfer::detail {
 
+namespace {
+
+// Asking about a stream of the caller's needs a current context but no particular one, and the runtime
+// makes the current device's primary context current on a thread that has none, for good: under
+// HostContextGuard such a thread is left with none. The default streams' handles name the current
+// device's streams, so they are asked about as they are.
+void enter_context_for(std::optional<HostContextGuard>& context, cudaStream_t stream) {
+  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) context.emplace();
+}
+
+}  // namespace
+
 std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what) {
+  std::optional<HostContextGuard> context;
+  enter_context_for(context, stream);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   GPUXFER_CUDA_TRY_CTX(cudaStreamGetCaptureInfo(stream, &status, &id), what + " (a destroyed stream?)");
@@ -16,6 +31,8 @@ std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::str
 }
 
 CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
+  std::optional<HostContextGuard> context;
+  enter_context_for(context, stream);
   const std::optional<unsigned long long> capture =
       capture_of(stream, what + ": asking whether " + name + " captures");
   CallerStream caller{.capturing = capture.has_value(), .capture_id = capture.value_or(0)};

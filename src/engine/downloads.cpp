@@ -95,9 +95,10 @@ std::vector<SharedEvent> download_pageable(ManagerState& m, std::span<const Devi
   bool pipelined = false;
   for (std::size_t i = 0; i < sources.size(); ++i) {
     if (sources[i].size == 0) continue;
-    const std::size_t slots = 2 * m.host_copy(sources[i].device).size();
+    const std::size_t workers = m.host_copy(sources[i].device).size();
+    const ChunkPlan plan(sources[i].size, chunk, workers, Taper::at_end);
     active.push_back(std::unique_ptr<PageableSource>(new PageableSource{
-        sources[i], outs[i], StagingRing(m.pool, sources[i].size, chunk, slots, m.staging_node(sources[i].device))}));
+        sources[i], outs[i], StagingRing(m.pool, plan, 2 * workers, m.staging_node(sources[i].device))}));
     pipelined = pipelined || active.back()->ring.chunk_count() > 1;
   }
   DrainOnError drain;

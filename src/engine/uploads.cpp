@@ -32,12 +32,12 @@ constexpr std::size_t rings_ahead = 2;
 // has to do before its uploads run.
 class HostSource {
  public:
-  HostSource(ManagerState& m, std::span<const std::byte> data, bool pinned, std::size_t chunk, std::size_t device)
+  HostSource(ManagerState& m, std::span<const std::byte> data, bool pinned, const ChunkPlan& plan,
+             std::size_t device)
       : m_(m), data_(data), device_(device) {
     if (pinned) return;
     HostCopyWorkers& workers = m.host_copy(device);
-    ring_.emplace(m.pool, data.size(), chunk, 2 * workers.size(), m.staging_node(device),
-                  static_cast<int>(device), rings_ahead);
+    ring_.emplace(m.pool, plan, 2 * workers.size(), m.staging_node(device), static_cast<int>(device), rings_ahead);
     if (ring_->chunk_count() > 1) {
       team_.emplace(workers, std::min(workers.size(), ring_->chunk_count()), [this] { fill(); });
     }
@@ -118,17 +118,20 @@ void upload_chunk(ManagerState& m, const DeviceRange& dst, std::size_t offset, c
 
 std::vector<SharedEvent> per_device(ManagerState& m, std::span<const std::byte> data, bool pinned,
                                     std::span<const DeviceRange> targets) {
-  const std::size_t n = data.size();
-  const std::size_t chunk = pinned ? n : std::min(host_chunk(m.options), n);
-  HostSource source(m, data, pinned, chunk, targets.front().device);
+  // From pageable memory the first chunks taper: the link waits for the first one's copy in.
+  const std::size_t workers = m.host_copy(targets.front().device).size();
+  const ChunkPlan plan = pinned ? ChunkPlan(data.size(), data.size())
+                                : ChunkPlan(data.size(), host_chunk(m.options), workers, Taper::at_start);
+  HostSource source(m, data, pinned, plan, targets.front().device);
   DrainOnError drain;
   for (const DeviceRange& t : targets) {
     DeviceGuard guard(m.ordinal(t.device));
     drain.add(streams_for(m, t).h2d.get());
     stream_wait(streams_for(m, t).h2d.get(), t.ready);
   }
-  for (std::size_t k = 0, offset = 0; offset < n; ++k, offset += chunk) {
-    const std::size_t len = std::min(chunk, n - offset);
+  for (std::size_t k = 0; k < plan.count(); ++k) {
+    const std::size_t offset = plan.offset(k);
+    const std::size_t len = plan.size(k);
     const std::byte* src = source.chunk(k, offset, len);
     for (const DeviceRange& t : targets) {
       DeviceGuard guard(m.ordinal(t.device));
@@ -152,7 +155,7 @@ std::vector<SharedEvent> scatter_allgather(ManagerState& m, std::span<const std:
   const std::size_t k = targets.size();
   const std::size_t share = ((n + k - 1) / k + share_granule - 1) / share_granule * share_granule;
   const std::size_t chunk = std::min(pinned ? m.options.chunk_bytes : host_chunk(m.options), share);
-  HostSource source(m, data, pinned, chunk, targets.front().device);
+  HostSource source(m, data, pinned, ChunkPlan(n, chunk), targets.front().device);
   DrainOnError drain;
   // Each device's buffer is written by its own h2d stream and by every other device's d2d stream.
   for (const DeviceRange& a : targets) {

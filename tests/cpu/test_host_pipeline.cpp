@@ -1,11 +1,14 @@
-// The host side of the pageable pipeline, without a GPU: a CopyTeam runs its members on the workers while
-// the calling thread goes on (the members wait for it here, so a team that ran on the caller would hang),
-// joins them all, and a PipelineStop keeps the first failure and releases every waiter.
+// The host side of the pageable pipeline, without a GPU: a ChunkPlan cuts a transfer into chunks that
+// taper at the end where the pipeline waits on single workers, a CopyTeam runs its members on the workers
+// while the calling thread goes on (the members wait for it here, so a team that ran on the caller would
+// hang), joins them all, and a PipelineStop keeps the first failure and releases every waiter.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -17,9 +20,104 @@
 namespace gpuxfer::test {
 namespace {
 
+using ::gpuxfer::detail::ChunkPlan;
 using ::gpuxfer::detail::CopyTeam;
 using ::gpuxfer::detail::HostCopyWorkers;
 using ::gpuxfer::detail::PipelineStop;
+using ::gpuxfer::detail::Taper;
+using ::gpuxfer::detail::taper_least;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+std::vector<std::size_t> sizes_of(const ChunkPlan& plan) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t k = 0; k < plan.count(); ++k) sizes.push_back(plan.size(k));
+  return sizes;
+}
+
+// The chunks lie end to end from 0 to total(), none empty, none above largest().
+void expect_tiles(const ChunkPlan& plan, std::size_t total) {
+  ASSERT_EQ(plan.total(), total);
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < plan.count(); ++k) {
+    ASSERT_EQ(plan.offset(k), at) << "chunk " << k;
+    ASSERT_GT(plan.size(k), 0u) << "chunk " << k;
+    ASSERT_LE(plan.size(k), plan.largest()) << "chunk " << k;
+    at += plan.size(k);
+  }
+  EXPECT_EQ(at, total);
+}
+
+TEST(CpuChunkPlan, WithoutATaperEveryChunkIsWholeButTheLast) {
+  for (const std::size_t total : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 4 * kMiB, 10 * kMiB + 5}) {
+    const ChunkPlan plan(total, 4 * kMiB);
+    expect_tiles(plan, total);
+    EXPECT_EQ(plan.count(), (total + 4 * kMiB - 1) / (4 * kMiB)) << total;
+    for (std::size_t k = 0; k + 1 < plan.count(); ++k) EXPECT_EQ(plan.size(k), 4 * kMiB);
+  }
+}
+
+// A download of 256 MiB in 4 MiB chunks with 8 workers: the chunk that does not fill first, whole chunks,
+// then each chunk at most an eighth of the bytes after it (rounded up to 64 KiB), down to taper_least at
+// the very end.
+TEST(CpuChunkPlan, ADownloadTapersAtItsEnd) {
+  const std::size_t total = 256 * kMiB;
+  const ChunkPlan plan(total, 4 * kMiB, 8, Taper::at_end);
+  expect_tiles(plan, total);
+  const std::vector<std::size_t> sizes = sizes_of(plan);
+  EXPECT_EQ(sizes.back(), taper_least);
+  EXPECT_EQ(sizes.at(1), 4 * kMiB);
+  std::size_t after = 0;
+  for (std::size_t k = sizes.size(); k-- > 0;) {
+    const std::size_t bound = std::max(taper_least, (after / 8 + (64 << 10) - 1) / (64 << 10) * (64 << 10));
+    EXPECT_LE(sizes[k], bound) << "chunk " << k << " with " << after << " bytes after it";
+    if (k > 0 && k + 1 < sizes.size()) {
+      EXPECT_GE(sizes[k], sizes[k + 1]) << "chunk " << k;
+    }
+    after += sizes[k];
+  }
+  // The taper spans about workers x chunk bytes, in a few dozen chunks.
+  EXPECT_LT(plan.count(), 64u + 40u);
+  EXPECT_GT(plan.count(), 64u + 20u);
+}
+
+TEST(CpuChunkPlan, AnUploadTapersAtItsStartAsADownloadAtItsEnd) {
+  for (const std::size_t total : {3 * kMiB, 17 * kMiB, 64 * kMiB + (64 << 10), 256 * kMiB}) {
+    const ChunkPlan down(total, 4 * kMiB, 8, Taper::at_end);
+    const ChunkPlan up(total, 4 * kMiB, 8, Taper::at_start);
+    expect_tiles(up, total);
+    std::vector<std::size_t> mirrored = sizes_of(down);
+    std::reverse(mirrored.begin(), mirrored.end());
+    EXPECT_EQ(sizes_of(up), mirrored) << total;
+    EXPECT_EQ(up.size(0), taper_least) << total;
+  }
+}
+
+// An odd total: every chunk but the last starts on a multiple of 64 KiB, and the last takes the odd bytes.
+TEST(CpuChunkPlan, EveryChunkButTheLastStartsOnA64KiBMultiple) {
+  for (const std::size_t total : {3 * kMiB + 7, 64 * kMiB + 4099, 256 * kMiB + 65535}) {
+    for (const Taper taper : {Taper::at_end, Taper::at_start}) {
+      const ChunkPlan plan(total, 4 * kMiB, 8, taper);
+      expect_tiles(plan, total);
+      for (std::size_t k = 0; k < plan.count(); ++k) EXPECT_EQ(plan.offset(k) % (64 << 10), 0u) << total << " chunk " << k;
+      EXPECT_EQ(plan.size(plan.count() - 1) % (64 << 10), total % (64 << 10)) << total;
+    }
+  }
+}
+
+// Small transfers and small chunks stay untapered; odd totals tile exactly.
+TEST(CpuChunkPlan, SmallTransfersAndSmallChunksDoNotTaper) {
+  const ChunkPlan small(2 * taper_least, 4 * kMiB, 8, Taper::at_end);
+  EXPECT_EQ(small.count(), 1u);
+  const ChunkPlan tiny_chunks(64 * kMiB, 4096, 8, Taper::at_end);
+  EXPECT_EQ(tiny_chunks.count(), 64 * kMiB / 4096);
+  for (const std::size_t total : {2 * taper_least + 1, kMiB + 1, 5 * kMiB + 3, 33 * kMiB + 65537}) {
+    for (const std::size_t workers : {std::size_t{1}, std::size_t{3}, std::size_t{16}}) {
+      expect_tiles(ChunkPlan(total, 4 * kMiB, workers, Taper::at_end), total);
+      expect_tiles(ChunkPlan(total, 4 * kMiB, workers, Taper::at_start), total);
+    }
+  }
+}
 
 TEST(CpuCopyTeam, MembersRunOnTheWorkersWhileTheCallerGoesOn) {
   HostCopyWorkers workers(4);

@@ -161,9 +161,9 @@ class Communicator {
   ///
   /// Paths. Every part lands, page-aligned, in one POSIX shared-memory segment of the root's, and the
   /// root's HostBuffers are views of it: no copy in host memory. The ranks on the root's node (same host
-  /// name, boot id and /dev/shm, exchanged once, when the communicator is made) each copy from their own GPU, over
-  /// their own PCIe link, straight into their part; the root copies its own part down; the ranks of other
-  /// nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
+  /// name, boot id and /dev/shm, exchanged once, when the communicator is made) each copy from their own GPU,
+  /// over their own PCIe link, straight into their part; the root copies its own part down; the ranks of
+  /// other nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
   /// largest so far), in pieces of an eighth of their part (1 to 16 MiB), which the root copies down into
   /// their parts while NCCL brings the next.
   ///
@@ -177,11 +177,11 @@ class Communicator {
   /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
   ///         @p send is not @p bytes of this rank's device memory; Error(Errc::out_of_memory) when the
   ///         root's pinned memory, its device staging or /dev/shm (posix_fallocate) has no room, on the
-  ///         root, and then Error(Errc::comm_error) naming the root on the other ranks; Error(Errc::cuda_error)
-  ///         for a failed CUDA call; Error(Errc::comm_error) when a peer is dead or late (naming the rank
-  ///         where NCCL says, after ncclCommAbort) and, on every other rank, when one rank failed to
-  ///         write its part (naming it: that rank throws its own error). A rank whose part of the NCCL
-  ///         work between nodes failed part-way throws its own error at once, after aborting the
+  ///         root, and then Error(Errc::comm_error) naming the root on the other ranks;
+  ///         Error(Errc::cuda_error) for a failed CUDA call; Error(Errc::comm_error) when a peer is dead or
+  ///         late (naming the rank where NCCL says, after ncclCommAbort) and, on every other rank, when one
+  ///         rank failed to write its part (naming it: that rank throws its own error). A rank whose part of
+  ///         the NCCL work between nodes failed part-way throws its own error at once, after aborting the
   ///         communicator (no exchange can follow then): the others' bounded waits fail
   std::vector<HostBuffer> gather_to_host(const void* send, std::size_t bytes, int root);
 

@@ -268,7 +268,8 @@ std::vector<HostBuffer> Communicator::gather_to_host(const void* send, std::size
   }
   // Queued after this rank's copies: when the root has every rank's "done", every byte is in place (and
   // the exchange is the communicator's last operation, s.last).
-  const bool over_nccl = call.is_root() ? call.plan.staging_bytes > 0 : call.route() == HostRoute::network && bytes > 0;
+  const bool over_nccl =
+      call.is_root() ? call.plan.staging_bytes > 0 : call.route() == HostRoute::network && bytes > 0;
   detail::end_blocking(s, done, over_nccl, call.what, "writing a part");
   return call.is_root() ? call.side.results() : std::vector<HostBuffer>{};
 }

@@ -69,9 +69,10 @@ struct CommunicatorState {
   }
 
   // The host operations (gather_to_host, broadcast_from_host): every rank's node record and its node's
-  // first rank (exchanged at creation), and, made on the first call that needs them, the pool of pinned host memory, gather_to_host's device staging on
-  // the root for other nodes' bytes, the shared segments this rank created as a root (kept for later
-  // calls, and alive in gather_to_host's results) and its mappings of other roots' segments.
+  // first rank (exchanged at creation), and, made on the first call that needs them, the pool of pinned host
+  // memory, gather_to_host's device staging on the root for other nodes' bytes, the shared segments this rank
+  // created as a root (kept for later calls, and alive in gather_to_host's results) and its mappings of other
+  // roots' segments.
   std::optional<std::string> node_id;  ///< GPUXFER_NODE_ID, read at creation
   std::vector<NodeRecord> nodes;
   std::vector<int> node_leaders;

@@ -77,7 +77,8 @@ StagingRing::StagingRing(PinnedPool& pool, const ChunkPlan& plan, std::size_t sl
   // would otherwise take whole slots, and the ring hold less of it).
   bool whole = plan_.total() <= count * slot_bytes;
   std::size_t bytes = whole ? plan_.total() : count * slot_bytes;
-  if (pending_at_most != 0) PoolState::of(pool).wait_until_fewer_pending(bytes, node, owner_, pending_at_most);
+  if (pending_at_most != 0)
+    PoolState::of(pool).wait_until_fewer_pending(bytes, node, owner_, pending_at_most);
   for (;;) {
     try {
       block_ = pool.acquire(bytes, node);
@@ -91,7 +92,8 @@ StagingRing::StagingRing(PinnedPool& pool, const ChunkPlan& plan, std::size_t sl
   }
   slot_count_ = whole ? chunks : count;
   slots_ = std::make_unique<StagingSlot[]>(slot_count_);
-  for (std::size_t i = 0; i < slot_count_; ++i) slots_[i].data = block_.data() + (whole ? plan_.offset(i) : i * slot_bytes);
+  for (std::size_t i = 0; i < slot_count_; ++i)
+    slots_[i].data = block_.data() + (whole ? plan_.offset(i) : i * slot_bytes);
 }
 
 StagingRing::~StagingRing() {

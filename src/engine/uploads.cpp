@@ -37,7 +37,8 @@ class HostSource {
       : m_(m), data_(data), device_(device) {
     if (pinned) return;
     HostCopyWorkers& workers = m.host_copy(device);
-    ring_.emplace(m.pool, plan, 2 * workers.size(), m.staging_node(device), static_cast<int>(device), rings_ahead);
+    ring_.emplace(m.pool, plan, 2 * workers.size(), m.staging_node(device), static_cast<int>(device),
+                  rings_ahead);
     if (ring_->chunk_count() > 1) {
       team_.emplace(workers, std::min(workers.size(), ring_->chunk_count()), [this] { fill(); });
     }

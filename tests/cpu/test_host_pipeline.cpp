@@ -49,7 +49,8 @@ void expect_tiles(const ChunkPlan& plan, std::size_t total) {
 }
 
 TEST(CpuChunkPlan, WithoutATaperEveryChunkIsWholeButTheLast) {
-  for (const std::size_t total : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 4 * kMiB, 10 * kMiB + 5}) {
+  for (const std::size_t total :
+       {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 4 * kMiB, 10 * kMiB + 5}) {
     const ChunkPlan plan(total, 4 * kMiB);
     expect_tiles(plan, total);
     EXPECT_EQ(plan.count(), (total + 4 * kMiB - 1) / (4 * kMiB)) << total;
@@ -99,7 +100,8 @@ TEST(CpuChunkPlan, EveryChunkButTheLastStartsOnA64KiBMultiple) {
     for (const Taper taper : {Taper::at_end, Taper::at_start}) {
       const ChunkPlan plan(total, 4 * kMiB, 8, taper);
       expect_tiles(plan, total);
-      for (std::size_t k = 0; k < plan.count(); ++k) EXPECT_EQ(plan.offset(k) % (64 << 10), 0u) << total << " chunk " << k;
+      for (std::size_t k = 0; k < plan.count(); ++k)
+        EXPECT_EQ(plan.offset(k) % (64 << 10), 0u) << total << " chunk " << k;
       EXPECT_EQ(plan.size(plan.count() - 1) % (64 << 10), total % (64 << 10)) << total;
     }
   }

@@ -537,12 +537,14 @@ TEST_F(MultiGpuStreamOrder, APerThreadCallerStreamOfAnotherDeviceWaitsForTheRegi
     const DeviceGuard guard(one.ordinal());
     pattern::fill_device_slow(one.get(), one.size(), seed(1), kSpinNs, cudaStreamPerThread);
   }
-  ASSERT_TRUE(still_running(one.ordinal(), cudaStreamPerThread, "device 1's per-thread stream before the gather"));
+  ASSERT_TRUE(
+      still_running(one.ordinal(), cudaStreamPerThread, "device 1's per-thread stream before the gather"));
   GatherHandle h = xfer().gather_all_async(cudaStreamPerThread);
   const auto out = h.get();
   ASSERT_EQ(out.size(), device_count());
   EXPECT_TRUE(host_matches(out[0].span(), seed(0), 0, "device 0's bytes"));
-  EXPECT_TRUE(host_matches(out[1].span(), seed(1), 0, "device 1's bytes, after its per-thread stream's write"));
+  EXPECT_TRUE(
+      host_matches(out[1].span(), seed(1), 0, "device 1's bytes, after its per-thread stream's write"));
 }
 
 // Issue 10 (b): a broadcast queued right behind a gather handle that reads one of its targets (device 1's

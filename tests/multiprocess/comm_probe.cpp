@@ -868,7 +868,8 @@ int fail_part_way(const std::string& operation) {
       comm.broadcast_from_host(data, buffer.get(), bytes, 0);
     }
   } catch (const gpuxfer::Error& e) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::printf("rank %d of %d: failed after %.0f ms: %s\n", comm.rank(), comm.world_size(), ms, e.what());
     return 1;
   }
@@ -909,7 +910,8 @@ int main(int argc, char** argv) try {
   if (mode == "beside-capture") return run_beside_capture(argc > 2 && std::string(argv[2]) == "setup");
   if (mode == "exit-early" && argc > 2) return exit_early(std::atoi(argv[2]));
   if (mode == "one-gpu") return one_gpu();
-  if (mode == "first-host-op") return first_host_operation(argc > 2 && std::string(argv[2]) == "separate-nodes");
+  if (mode == "first-host-op")
+    return first_host_operation(argc > 2 && std::string(argv[2]) == "separate-nodes");
   if (mode == "fail-part-way" && argc > 2) return fail_part_way(argv[2]);
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

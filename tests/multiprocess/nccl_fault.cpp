@@ -29,8 +29,8 @@ std::atomic<long> recvs{0};
 
 }  // namespace
 
-extern "C" ncclResult_t ncclSend(const void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                                 cudaStream_t stream) {
+extern "C" ncclResult_t ncclSend(const void* buffer, size_t count, ncclDataType_t type, int peer,
+                                 ncclComm_t comm, cudaStream_t stream) {
   static const auto real = next<decltype(&ncclSend)>("ncclSend");
   if (fails("GPUXFER_TEST_FAIL_NCCL_SEND", sends) || real == nullptr) return ncclInvalidArgument;
   return real(buffer, count, type, peer, comm, stream);

@@ -42,6 +42,14 @@ void expect_every_rank(const LaunchRun& run, int world, const std::string& line)
   }
 }
 
+// `gpuxfer launch -n <world> -- comm_probe <mode>` with @p env in front exits 0, every rank printing
+// @p line.
+void expect_job_passes(int world, const std::string& mode, const std::string& env, const std::string& line) {
+  const LaunchRun run = launch("-n " + std::to_string(world) + " -- " + probe + " " + mode, env);
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, world, line);
+}
+
 TEST(CommunicatorGpu, AWorldOfOneRunsEveryOperation) {
   REQUIRE_GPUS(1);
   const LaunchRun run = launch("-n 1 -- " + probe + " ops", "GPUXFER_TIMEOUT=60");
@@ -69,25 +77,19 @@ TEST(CommunicatorGpu, AWorldOfTwoRunsEveryOperation) {
 // behind a producer writing new bytes, every replay verified; the others refused while capturing.
 TEST(CommunicatorGpu, AWorldOfOneReplaysCapturedOperations) {
   REQUIRE_GPUS(1);
-  const LaunchRun run = launch("-n 1 -- " + probe + " graphs", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 1, "100 replays verified");
+  expect_job_passes(1, "graphs", "GPUXFER_TIMEOUT=60", "100 replays verified");
 }
 
 TEST(CommunicatorGpu, AWorldOfTwoReplaysCapturedOperations) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " graphs", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 2, "100 replays verified");
+  expect_job_passes(2, "graphs", "GPUXFER_TIMEOUT=60", "100 replays verified");
 }
 
 // The blocking operations on another thread while a stream captures in global mode: every byte right,
 // the capture intact.
 TEST(CommunicatorGpu, AWorldOfOneWorksBesideAGlobalModeCapture) {
   REQUIRE_GPUS(1);
-  const LaunchRun run = launch("-n 1 -- " + probe + " beside-capture", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 1, "beside a capture, ");
+  expect_job_passes(1, "beside-capture", "GPUXFER_TIMEOUT=60", "beside a capture, ");
 }
 
 // A Communicator made, used and released on another thread while a stream captures in global mode.
@@ -98,16 +100,12 @@ TEST(CommunicatorGpu, AWorldOfOneWorksBesideAGlobalModeCapture) {
 // --gtest_also_run_disabled_tests.
 TEST(CommunicatorGpu, DISABLED_ANewWorldOfOneWorksBesideAGlobalModeCapture) {
   REQUIRE_GPUS(1);
-  const LaunchRun run = launch("-n 1 -- " + probe + " beside-capture setup", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 1, "beside a capture, ");
+  expect_job_passes(1, "beside-capture setup", "GPUXFER_TIMEOUT=60", "beside a capture, ");
 }
 
 TEST(CommunicatorGpu, AWorldOfTwoWorksBesideAGlobalModeCapture) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " beside-capture", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 2, "beside a capture, ");
+  expect_job_passes(2, "beside-capture", "GPUXFER_TIMEOUT=60", "beside a capture, ");
 }
 
 // NCCL's network transport, the path between nodes, on one machine.
@@ -139,18 +137,15 @@ TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
 // creation, neither). Each rank a node of its own: rank 1 sends over NCCL.
 TEST(CommunicatorGpu, AFirstHostOperationBetweenNodesWaitsForNoGpuWork) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " first-host-op separate-nodes",
-                               "GPUXFER_TIMEOUT=60 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 2, "a first host operation, ");
+  expect_job_passes(2, "first-host-op separate-nodes",
+                    "GPUXFER_TIMEOUT=60 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo",
+                    "a first host operation, ");
 }
 
 // The same on one node: rank 1 maps the root's segment (page-locked in that first call) and copies into it.
 TEST(CommunicatorGpu, AFirstHostOperationOnOneNodeWaitsForNoGpuWork) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " first-host-op", "GPUXFER_TIMEOUT=60");
-  EXPECT_EQ(run.code, 0) << run.output;
-  expect_every_rank(run, 2, "a first host operation, ");
+  expect_job_passes(2, "first-host-op", "GPUXFER_TIMEOUT=60", "a first host operation, ");
 }
 
 // A blocking host operation between nodes whose NCCL work fails part-way on rank 1 (an ncclSend or
@@ -159,7 +154,8 @@ TEST(CommunicatorGpu, AFirstHostOperationOnOneNodeWaitsForNoGpuWork) {
 void expect_failed_part_way(const std::string& operation) {
   const LaunchRun run =
       launch("-n 2 -- " + probe + " fail-part-way " + operation,
-             "LD_PRELOAD='" NCCL_FAULT "' GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+             "LD_PRELOAD='" NCCL_FAULT
+             "' GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: failed after ")) << run.output;
   EXPECT_TRUE(has(run, "gpuxfer nccl_error: ")) << run.output;

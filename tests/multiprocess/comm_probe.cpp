@@ -29,6 +29,14 @@
 //                    connections), the first host operation: gather_to_host_async of 1 MiB + 7 to rank 0
 //                    behind a producer of 50 ms on the other ranks, which must return before that producer is
 //                    done and gather its bytes; prints "rank R of N: a first host operation, C checks passed"
+//   let-go-behind-producer
+//                    blocking gather_to_host of 1, 2, 3 and 4 MiB to rank 0 (results dropped), so that the
+//                    root's arena, and each other rank's mappings on its node, keep three segments; then
+//                    gather_to_host_async of 5 MiB behind a producer of 50 ms (on the other ranks; in a world
+//                    of one on the root): the root makes a fifth segment and lets go of the oldest (the other
+//                    ranks map the new one and let go of one), which must not wait for the producer
+//                    (cudaHostUnregister waits for the device's work); prints "rank R of N: letting go of
+//                    segments, C checks passed"
 //   fail-part-way gather|broadcast
 //                    each rank a node of its own; rank 1's second ncclSend of a blocking gather_to_host of
 //                    16 MiB (eight pieces) to rank 0, or its ncclRecv of a blocking broadcast_from_host of
@@ -842,6 +850,33 @@ int first_host_operation(bool separate_nodes) {
   return 0;
 }
 
+int let_go_behind_producer() {
+  Communicator comm = Communicator::from_environment();
+  cuda_check(cudaSetDevice(comm.device()), "cudaSetDevice");
+  Checker check(comm);
+  {
+    gpuxfer::testing::Stream stream(comm.device());
+    warm_up(comm, stream.get());
+    for (std::size_t mib = 1; mib <= 4; ++mib) (void)check.gather_salted(mib << 20, 0, 40 + mib);
+    constexpr std::size_t bytes = std::size_t{5} << 20;
+    const std::string what = "gather_to_host_async of 5 MiB after four other sizes";
+    DeviceMemory send;
+    const std::uint64_t spin = check.producer_ns(0);
+    const auto out = check.gather_salted_async(bytes, 0, 45, spin, stream.get(), send);
+    if (spin > 0) check.expect_not_waited(stream.get(), what);
+    comm.synchronize(stream.get());
+    check.expect_salted(out, bytes, 0, 45, what);
+  }
+  if (!check.failures.empty()) {
+    for (const std::string& f : check.failures)
+      std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), f.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d: letting go of segments, %d checks passed\n", comm.rank(), comm.world_size(),
+              check.checks);
+  return 0;
+}
+
 int fail_part_way(const std::string& operation) {
   on_nodes_of_their_own();
   Communicator comm = Communicator::from_environment();
@@ -912,6 +947,7 @@ int main(int argc, char** argv) try {
   if (mode == "one-gpu") return one_gpu();
   if (mode == "first-host-op")
     return first_host_operation(argc > 2 && std::string(argv[2]) == "separate-nodes");
+  if (mode == "let-go-behind-producer") return let_go_behind_producer();
   if (mode == "fail-part-way" && argc > 2) return fail_part_way(argv[2]);
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;

@@ -148,6 +148,19 @@ TEST(CommunicatorGpu, AFirstHostOperationOnOneNodeWaitsForNoGpuWork) {
   expect_job_passes(2, "first-host-op", "GPUXFER_TIMEOUT=60", "a first host operation, ");
 }
 
+// A stream-ordered gather_to_host behind a slow producer that makes the root's arena let go of a segment
+// (a fifth size after four), and the other ranks of its node of a mapping: cudaHostUnregister waits for the
+// device's work, so the letting go must not happen in the call.
+TEST(CommunicatorGpu, AWorldOfOneLetsGoOfASegmentWithoutWaitingForGpuWork) {
+  REQUIRE_GPUS(1);
+  expect_job_passes(1, "let-go-behind-producer", "GPUXFER_TIMEOUT=60", "letting go of segments, ");
+}
+
+TEST(CommunicatorGpu, AWorldOfTwoLetsGoOfSegmentsWithoutWaitingForGpuWork) {
+  REQUIRE_GPUS(2);
+  expect_job_passes(2, "let-go-behind-producer", "GPUXFER_TIMEOUT=60", "letting go of segments, ");
+}
+
 // A blocking host operation between nodes whose NCCL work fails part-way on rank 1 (an ncclSend or
 // ncclRecv refused, through nccl_fault): rank 1 throws its own error at once, not "not complete" at the
 // timeout, and the job ends well within it.

@@ -92,15 +92,27 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
   const ArenaChoice choice = choose_segment(slots, bytes, cached);
   std::shared_ptr<ArenaEntry> chosen;
   if (choice.reuse) chosen = entries_[*choice.reuse];
-  // Released before a new one is made, so that /dev/shm and page-locked memory have their room back.
+  // Let go of on the arena's thread: unregistering waits for the device's work.
   std::vector<std::size_t> evict = choice.evict;
   std::sort(evict.begin(), evict.end(), std::greater<>());
-  for (const std::size_t i : evict) entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+  for (const std::size_t i : evict) {
+    released_.release(std::move(entries_[i]));
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   if (!chosen) {
     const std::uint64_t id = next_id_++;
     const std::string name = shared_segment_name(pid, nonce, id);
-    chosen =
-        std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device, where);
+    const auto make = [&] {
+      return std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device,
+                                          where);
+    };
+    try {
+      chosen = make();
+    } catch (const Error& e) {
+      if (e.code() != Errc::out_of_memory) throw;
+      released_.drain();  // the entries let go of may still hold /dev/shm and page-locked memory
+      chosen = make();
+    }
     entries_.push_back(chosen);
   }
   chosen->after.reset();
@@ -154,6 +166,8 @@ SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int devi
   for (const Mapping& mapping : mappings_)
     slots.push_back({mapping.segment->size(), is_idle(mapping.after), mapping.last_used});
   if (const auto release = choose_mapping_to_release(slots, cached)) {
+    // Unregistered on the thread of the mappings: that waits for the device's work.
+    released_.release(std::shared_ptr<RegisteredSegment>(std::move(mappings_[*release].segment)));
     mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(*release));
   }
   SharedSegment whole;
@@ -162,7 +176,14 @@ SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int devi
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.message());  // the call, the ranks and the offset too
   }
-  auto segment = std::make_unique<RegisteredSegment>(std::move(whole), device, where);
+  std::unique_ptr<RegisteredSegment> segment;
+  try {
+    segment = std::make_unique<RegisteredSegment>(std::move(whole), device, where);
+  } catch (const Error& e) {
+    if (e.code() != Errc::out_of_memory) throw;
+    released_.drain();  // the mappings let go of may still hold page-locked memory
+    segment = std::make_unique<RegisteredSegment>(SharedSegment::open(name), device, where);
+  }
   mappings_.push_back({std::move(segment), ++clock_, nullptr});
   return mappings_.back();
 }

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "comm/shared_segment.hpp"
+#include "runtime/deferred_release.hpp"
 #include "runtime/event.hpp"
 
 namespace gpuxfer::detail {
@@ -95,7 +96,9 @@ class SegmentArena {
 
   /// An entry of at least @p bytes that nobody else holds, reused or made (named shared_segment_name(@p pid,
   /// @p nonce, id) with the next id, its capacity @p bytes rounded up to pages, created and registered),
-  /// releasing free entries beyond `cached`. @p where names the call in messages.
+  /// releasing free entries beyond `cached` on a thread of the arena's (cudaHostUnregister waits for the
+  /// device's work: a stream-ordered call must not; a new entry that finds no room waits for them first).
+  /// @p where names the call in messages.
   /// @throws Error(Errc::out_of_memory) when /dev/shm or page-locking has no room; Error(Errc::comm_error /
   ///         cuda_error) for another failure to make the segment
   [[nodiscard]] std::shared_ptr<ArenaEntry> acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
@@ -112,6 +115,7 @@ class SegmentArena {
   /// What choose_segment knows of each entry.
   [[nodiscard]] std::vector<ArenaSlot> slots() const;
 
+  DeferredRelease released_;  ///< first, so that it drains after the entries go
   std::vector<std::shared_ptr<ArenaEntry>> entries_;
   std::uint64_t next_id_ = 0;
   std::uint64_t clock_ = 0;
@@ -122,7 +126,8 @@ class SegmentArena {
 void release_after_stream(std::shared_ptr<ArenaEntry>& entry, int device, cudaStream_t stream) noexcept;
 
 /// A rank of the root's node: its mappings of whole segments, the `cached` most recently used that no
-/// queued copy still uses (a busy one is never released: more are kept meanwhile).
+/// queued copy still uses (a busy one is never released: more are kept meanwhile). A mapping let go of is
+/// unregistered on a thread of its own, as the arena's entries.
 class SegmentMappings {
  public:
   static constexpr std::size_t cached = 3;
@@ -147,6 +152,7 @@ class SegmentMappings {
   [[nodiscard]] bool empty() const noexcept { return mappings_.empty(); }
 
  private:
+  DeferredRelease released_;  ///< first, so that it drains after the mappings go
   std::vector<Mapping> mappings_;
   std::uint64_t clock_ = 0;
 };

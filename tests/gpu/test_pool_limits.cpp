@@ -85,6 +85,32 @@ class LimitsTest : public Base {
 using GpuLimits = LimitsTest<GpuTest>;
 using MultiGpuLimits = LimitsTest<MultiGpuTest>;
 
+// A lease that lets a cached block go to stay under the limit returns while a slow kernel still runs:
+// cudaFreeHost waits for the work queued on every stream of the device (measured on the one-GPU runner),
+// which a lease inside a stream-ordered operation must not.
+TEST_F(GpuLimits, ALeaseThatLetsACachedBlockGoWaitsForNoGpuWork) {
+  PinnedPool& pool = manager().pinned_pool();
+  pool.trim();
+  { const HostBuffer held = pool.acquire(s_.limit - s_.chunk); }  // cached once dropped
+  ASSERT_GT(pool.stats().cached, 0u);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream busy(ordinal(0));
+  {
+    const DeviceGuard guard(ordinal(0));
+    pattern::fill_device_slow(scratch.get(), scratch.size(), 1, 200'000'000, busy.get());
+  }
+  ASSERT_TRUE(still_running(ordinal(0), busy.get(), "the slow kernel before the lease"));
+  {
+    // Two chunks: the cached block is too large to serve them (it would waste more than as much again),
+    // and with it the pool would pass its limit, so it goes.
+    const HostBuffer small = pool.acquire(2 * s_.chunk);
+    EXPECT_TRUE(still_running(ordinal(0), busy.get(), "the slow kernel after the lease"));
+    EXPECT_EQ(pool.stats().cached, 0u);
+  }
+  busy.synchronize();
+  expect_pool_within_its_limit("a lease that let a cached block go");
+}
+
 TEST_F(GpuLimits, BroadcastFromPageableGoesThroughInChunks) {
   const Watchdog watchdog(kLimitSeconds, "GpuLimits.BroadcastFromPageableGoesThroughInChunks");
   std::vector<DeviceMemory*> memory;

@@ -41,7 +41,10 @@ class PinnedPool {
   PinnedPool& operator=(const PinnedPool&) = delete;
 
   /// Leases @p bytes of pinned memory (0 gives an empty buffer). Reuses a cached block when one fits,
-  /// frees idle blocks when the limit would be passed, and allocates otherwise.
+  /// frees idle blocks when the limit would be passed, and allocates otherwise. The idle blocks freed are
+  /// unpinned on a thread of the pool's, since cudaFreeHost waits for the work queued on every stream of
+  /// the device: the lease does not wait for the GPU, and the pinned memory may pass the limit by them
+  /// until the GPU is past that work (a new block that finds no room waits for them first).
   /// @throws Error(Errc::out_of_memory) when in-use bytes plus @p bytes exceed the limit or the host is out
   ///         of pinnable memory; Error(Errc::no_device / cuda_error) when CUDA itself is unusable
   [[nodiscard]] HostBuffer acquire(std::size_t bytes);
@@ -51,7 +54,8 @@ class PinnedPool {
   /// @throws as acquire; Error(Errc::invalid_argument) for a node the host does not have
   [[nodiscard]] HostBuffer acquire(std::size_t bytes, int numa_node);
 
-  /// Frees every cached block (not leased ones, not pending ones whose GPU work is still running).
+  /// Frees every cached block (not leased ones, not pending ones whose GPU work is still running), here:
+  /// this waits for the work queued on the device (cudaFreeHost does).
   void trim();
 
   /// A snapshot of the counters.

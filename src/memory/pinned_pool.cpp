@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -132,6 +133,32 @@ void PoolState::release_all(const std::vector<std::pair<Key, std::byte*>>& block
   for (const auto& [key, block] : blocks) release(block, key, device);
 }
 
+namespace {
+
+// Blocks unpinned when the last holder lets go (DeferredRelease's thread).
+struct Unpin {
+  std::vector<std::pair<PoolState::Key, std::byte*>> blocks;
+  int device;
+  ~Unpin() {
+    for (const auto& [key, block] : blocks) release(block, key, device);
+  }
+};
+
+}  // namespace
+
+void PoolState::release_later(std::vector<std::pair<Key, std::byte*>> blocks) noexcept {
+  if (blocks.empty()) return;
+  std::shared_ptr<Unpin> unpin;
+  try {
+    unpin.reset(new Unpin{{}, device});
+  } catch (...) {  // no memory for it: here, then
+    release_all(blocks);
+    return;
+  }
+  unpin->blocks = std::move(blocks);
+  unpinning.release(std::move(unpin));
+}
+
 PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, int node) {
   std::unique_lock lock(mutex);
   sweep_locked();
@@ -167,16 +194,22 @@ PoolState::Lease PoolState::lease(std::size_t block_bytes, std::size_t bytes, in
                                          std::to_string(bytes) + " (raise Options::pool_limit_bytes or "
                                          "GPUXFER_POOL_LIMIT)");
   }
-  const auto unneeded = take_idle_locked(limit - block_bytes);
+  auto unneeded = take_idle_locked(limit - block_bytes);
   // The new block counts as in use from here, so no other lease can pass the limit meanwhile; pinning
   // is slow (about 150 ms per 256 MiB with cudaHostAlloc) and runs without the lock.
   counters.in_use += block_bytes;
   counters.peak_in_use = std::max(counters.peak_in_use, counters.in_use);
   lock.unlock();
-  release_all(unneeded);
+  release_later(std::move(unneeded));
   std::byte* block = nullptr;
   try {
-    block = allocate(block_bytes, node, device);
+    try {
+      block = allocate(block_bytes, node, device);
+    } catch (const Error& e) {
+      if (e.code() != Errc::out_of_memory) throw;
+      unpinning.drain();  // the blocks let go of may still hold the memory
+      block = allocate(block_bytes, node, device);
+    }
   } catch (...) {
     lock.lock();
     counters.in_use -= block_bytes;

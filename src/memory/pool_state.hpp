@@ -11,12 +11,16 @@
 #include <gpuxfer/host_buffer.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 
+#include "runtime/deferred_release.hpp"
 #include "runtime/event.hpp"
 
 namespace gpuxfer::detail {
 
 struct PoolState {
   explicit PoolState(std::size_t limit_bytes) : limit(limit_bytes) {}
+  /// Unpins the blocks a lease lets go of to stay under the limit, off the leasing thread: cudaFreeHost
+  /// waits for the work queued on every stream of the device. First, so that it drains after the rest.
+  DeferredRelease unpinning;
   ~PoolState();
   PoolState(const PoolState&) = delete;
   PoolState& operator=(const PoolState&) = delete;
@@ -26,7 +30,9 @@ struct PoolState {
 
   /// A leased block on NUMA node @p node (-1: wherever cudaHostAlloc puts it): a cached one of
   /// between @p block_bytes (size_class(bytes)) and twice that, else a new one of block_bytes. No lock is
-  /// held while CUDA allocates, frees or waits, so one thread's allocation stalls no other lease.
+  /// held while CUDA allocates, frees or waits, so one thread's allocation stalls no other lease. Cached
+  /// blocks let go of to stay under the limit are unpinned on `unpinning`'s thread (pinned memory may
+  /// pass the limit until then); a new block that finds no room waits for them first.
   struct Lease {
     std::byte* block;
     std::size_t block_bytes;
@@ -84,6 +90,8 @@ struct PoolState {
   /// @p target_total; the caller releases them once the lock is let go.
   std::vector<std::pair<Key, std::byte*>> take_idle_locked(std::size_t target_total);
   void release_all(const std::vector<std::pair<Key, std::byte*>>& blocks) const noexcept;
+  /// As release_all, on `unpinning`'s thread (here when that cannot take them).
+  void release_later(std::vector<std::pair<Key, std::byte*>> blocks) noexcept;
   [[nodiscard]] std::size_t total_locked() const noexcept {
     return counters.in_use + counters.cached + counters.pending;
   }

@@ -157,14 +157,16 @@ std::string file_text(const std::string& path) {
 }
 
 // Launch's stdout closed early (`| head -n 1`): it stops every rank, also one that never writes and would
-// otherwise run on without it, and exits with 128 + SIGPIPE, saying why.
+// otherwise run on without it, and exits with 128 + SIGPIPE, saying why. Rank 0 writes only once rank 1
+// has written its pid: under load the launcher could otherwise stop rank 1 before it did (the CI run of
+// ae71f54 failed this test once, under ASan, in 0.15 s).
 TEST(GpuxferLaunch, StopsTheRanksWhenItsOutputIsClosed) {
   const gpuxfer::test::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   const std::string ranks =
-      "sh -c 'echo $$ > \"$0/$GPUXFER_RANK.pid\"; if [ \"$GPUXFER_RANK\" = 0 ]; then while echo line; do "
-      "sleep "
-      "0.01; done; fi; exec sleep 30' '" +
+      "sh -c 'echo $$ > \"$0/$GPUXFER_RANK.pid\"; if [ \"$GPUXFER_RANK\" = 0 ]; then "
+      "while [ ! -s \"$0/1.pid\" ]; do sleep 0.01; done; while echo line; do sleep 0.01; done; fi; "
+      "exec sleep 30' '" +
       dir.path() + "'";
   const LaunchRun run =
       gpuxfer::test::run_shell("(timeout -s KILL 20 '" GPUXFER_CLI "' launch -n 2 -- " + ranks + " 2>'" +

@@ -826,6 +826,20 @@ int run_beside_capture(bool with_setup) {
   return 0;
 }
 
+// Prints @p check's failures ("rank R of N: FAILED: ...") and gives 1, else "rank R of N: <what>, C checks
+// passed" and 0.
+int report(const Checker& check, const char* what) {
+  const int rank = check.comm.rank();
+  const int world = check.comm.world_size();
+  if (!check.failures.empty()) {
+    for (const std::string& f : check.failures)
+      std::printf("rank %d of %d: FAILED: %s\n", rank, world, f.c_str());
+    return 1;
+  }
+  std::printf("rank %d of %d: %s, %d checks passed\n", rank, world, what, check.checks);
+  return 0;
+}
+
 int first_host_operation(bool separate_nodes) {
   if (separate_nodes) on_nodes_of_their_own();
   Communicator comm = Communicator::from_environment();
@@ -840,14 +854,7 @@ int first_host_operation(bool separate_nodes) {
     }
     check.gather_to_host((1 << 20) + 7, true, 0, true, stream.get());
   }
-  if (!check.failures.empty()) {
-    for (const std::string& f : check.failures)
-      std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), f.c_str());
-    return 1;
-  }
-  std::printf("rank %d of %d: a first host operation, %d checks passed\n", comm.rank(), comm.world_size(),
-              check.checks);
-  return 0;
+  return report(check, "a first host operation");
 }
 
 int let_go_behind_producer() {
@@ -867,14 +874,7 @@ int let_go_behind_producer() {
     comm.synchronize(stream.get());
     check.expect_salted(out, bytes, 0, 45, what);
   }
-  if (!check.failures.empty()) {
-    for (const std::string& f : check.failures)
-      std::printf("rank %d of %d: FAILED: %s\n", comm.rank(), comm.world_size(), f.c_str());
-    return 1;
-  }
-  std::printf("rank %d of %d: letting go of segments, %d checks passed\n", comm.rank(), comm.world_size(),
-              check.checks);
-  return 0;
+  return report(check, "letting go of segments");
 }
 
 int fail_part_way(const std::string& operation) {

@@ -58,7 +58,7 @@ inline void check_stream(CommunicatorState& s, cudaStream_t stream, const std::s
   // this rank's, under the operation's DeviceGuard. A capturing stream's device cannot be asked
   // (caller_stream): there the check is left to the capture (a stream of another device fails in the
   // launch, into an invalid graph, before any replay).
-  const bool current_devices = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  const bool current_devices = is_default_stream(stream);
   CallerStream caller{.ordinal = s.device};
   if (current_devices) {
     caller.capturing = capturing(s, stream, what);

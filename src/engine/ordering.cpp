@@ -14,11 +14,9 @@
 namespace gpuxfer::detail {
 namespace {
 
-// The default streams: a copy cannot take a buffer's own stream when it is one (the legacy one orders
+// Not a default stream: a copy cannot take a buffer's own stream when it is one (the legacy one orders
 // with every blocking stream; the per-thread one means another stream on every thread).
-bool is_plain(cudaStream_t stream) noexcept {
-  return stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread;
-}
+bool is_plain(cudaStream_t stream) noexcept { return !is_default_stream(stream); }
 
 // Drops the events that have completed (a failed one stays: its waiter reports the failure); one a host
 // thread has seen complete costs no query.

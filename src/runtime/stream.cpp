@@ -15,14 +15,10 @@ namespace {
 // HostContextGuard such a thread is left with none. The default streams' handles name the current
 // device's streams, so they are asked about as they are.
 void enter_context_for(std::optional<HostContextGuard>& context, cudaStream_t stream) {
-  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) context.emplace();
+  if (!is_default_stream(stream)) context.emplace();
 }
 
-}  // namespace
-
-std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what) {
-  std::optional<HostContextGuard> context;
-  enter_context_for(context, stream);
+std::optional<unsigned long long> query_capture(cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   GPUXFER_CUDA_TRY_CTX(cudaStreamGetCaptureInfo(stream, &status, &id), what + " (a destroyed stream?)");
@@ -30,11 +26,19 @@ std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::str
   return id;
 }
 
+}  // namespace
+
+std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what) {
+  std::optional<HostContextGuard> context;
+  enter_context_for(context, stream);
+  return query_capture(stream, what);
+}
+
 CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
   std::optional<HostContextGuard> context;
   enter_context_for(context, stream);
   const std::optional<unsigned long long> capture =
-      capture_of(stream, what + ": asking whether " + name + " captures");
+      query_capture(stream, what + ": asking whether " + name + " captures");
   CallerStream caller{.capturing = capture.has_value(), .capture_id = capture.value_or(0)};
   if (!caller.capturing) {
     GPUXFER_CUDA_TRY_CTX(cudaStreamGetDevice(stream, &caller.ordinal),

@@ -18,6 +18,12 @@ struct CallerStream {
   unsigned long long capture_id = 0;  // when capturing: the capture's id, unique in the process
 };
 
+/// Whether @p stream is a default stream's handle (0, cudaStreamLegacy, cudaStreamPerThread): it names a
+/// stream of the current device, another on each device (the per-thread one on each thread too).
+[[nodiscard]] inline bool is_default_stream(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
 /// The id of the capture @p stream belongs to (cudaStreamGetCaptureInfo), none when it captures nothing.
 /// @throws Error(Errc::cuda_error) when CUDA cannot tell (a destroyed stream?), naming @p what
 [[nodiscard]] std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what);

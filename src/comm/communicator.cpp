@@ -140,7 +140,7 @@ std::unique_ptr<CommunicatorState> create(LaunchEnv env, const CommunicatorOptio
                        s->where + ": the size exchange");
   s->sizes_host.reset(static_cast<std::uint64_t*>(ptr));
   // The ranks' nodes, here where waiting costs nothing: on a first stream-ordered host operation, the
-  // exchange's pinned and device scratch (cudaHostAlloc, cudaFree) would wait for the caller's GPU work.
+  // cudaFree of the exchange's device scratch would wait for the caller's GPU work.
   know_nodes(*s, "creating the communicator");
   return s;
 }

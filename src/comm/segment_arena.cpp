@@ -170,19 +170,22 @@ SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int devi
     released_.release(std::shared_ptr<RegisteredSegment>(std::move(mappings_[*release].segment)));
     mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(*release));
   }
-  SharedSegment whole;
-  try {
-    whole = SharedSegment::open(name);
-  } catch (const Error& e) {
-    throw Error(e.code(), where + ": " + e.message());  // the call, the ranks and the offset too
-  }
+  const auto map = [&] {
+    SharedSegment whole;
+    try {
+      whole = SharedSegment::open(name);
+    } catch (const Error& e) {
+      throw Error(e.code(), where + ": " + e.message());  // the call, the ranks and the offset too
+    }
+    return std::make_unique<RegisteredSegment>(std::move(whole), device, where);
+  };
   std::unique_ptr<RegisteredSegment> segment;
   try {
-    segment = std::make_unique<RegisteredSegment>(std::move(whole), device, where);
+    segment = map();
   } catch (const Error& e) {
     if (e.code() != Errc::out_of_memory) throw;
     released_.drain();  // the mappings let go of may still hold page-locked memory
-    segment = std::make_unique<RegisteredSegment>(SharedSegment::open(name), device, where);
+    segment = map();
   }
   mappings_.push_back({std::move(segment), ++clock_, nullptr});
   return mappings_.back();

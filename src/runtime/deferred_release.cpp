@@ -1,6 +1,5 @@
 #include "runtime/deferred_release.hpp"
 
-#include <exception>
 #include <utility>
 
 namespace gpuxfer::detail {

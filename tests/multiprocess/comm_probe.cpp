@@ -885,23 +885,22 @@ int fail_part_way(const std::string& operation) {
   DeviceMemory buffer(comm.device(), bytes);
   cuda_check(cudaMemset(buffer.get(), 1, bytes), "fill");
   std::vector<std::byte> data(comm.rank() == 0 ? bytes : 0, std::byte{2});
-  // Once whole, so that the failure comes in a call whose set-up (segments, staging, connections) is done.
-  if (operation == "gather") {
-    (void)comm.gather_to_host(buffer.get(), bytes, 0);
-  } else {
-    comm.broadcast_from_host(data, buffer.get(), bytes, 0);
-  }
-  if (comm.rank() == 1) {
-    ::setenv(operation == "gather" ? "GPUXFER_TEST_FAIL_NCCL_SEND" : "GPUXFER_TEST_FAIL_NCCL_RECV",
-             operation == "gather" ? "2" : "1", 1);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    if (operation == "gather") {
+  const bool gather = operation == "gather";
+  const auto call = [&] {
+    if (gather) {
       (void)comm.gather_to_host(buffer.get(), bytes, 0);
     } else {
       comm.broadcast_from_host(data, buffer.get(), bytes, 0);
     }
+  };
+  call();  // once whole, so that the failure comes in a call whose set-up (segments, staging, connections) is
+           // done
+  if (comm.rank() == 1) {
+    ::setenv(gather ? "GPUXFER_TEST_FAIL_NCCL_SEND" : "GPUXFER_TEST_FAIL_NCCL_RECV", gather ? "2" : "1", 1);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    call();
   } catch (const gpuxfer::Error& e) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -2,16 +2,15 @@
 # What the GPU runner runs, from the repository root. Modes (any combination, run in this order, one
 # summary at the end; no mode given means --default):
 #
-#   --default   topology, a Release build in build-gpu/, every test (in parallel across GPUs through a
-#               ctest resource spec when there are 2+), `gpuxfer check`, the README example, the bench's
-#               short mode when it exists and the probes; then --ranks and --python
+#   --default   --tests, --bench, --ranks and --python, in that order
+#   --tests     every test (in parallel across GPUs through a ctest resource spec when there are 2+),
+#               `gpuxfer check` and the README example
+#   --bench     the bench's short mode and the probes, with the perf floors
 #   --ranks     the bench's cross-process short mode (`gpuxfer launch -n <GPUs> gpuxfer-bench --ranks
 #               --short`; a world of one, informational, on one GPU) and, with 2+ GPUs, the same over
-#               NCCL's network path and torch.distributed's baseline beside it (with torchrun); part of
-#               --default
+#               NCCL's network path and torch.distributed's baseline beside it (with torchrun)
 #   --python    the Python tests (tests/python, pytest) and the Python bench against the module built in
-#               build-gpu/python when python3 has nanobind (skipped with the reason otherwise); part of
-#               --default
+#               build-gpu/python when python3 has nanobind (skipped with the reason otherwise)
 #   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
 #               that need 2 GPUs may skip
 #   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over
@@ -20,9 +19,11 @@
 #               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
 #   --all       all of them
 #
+# Every mode starts with the topology and a Release build in build-gpu/ (incremental after the first).
 # The runner stops a call at 600 s: every step after the build is held to what is left of
 # GPUXFER_CHECK_BUDGET_S (570 s from the start unless set), so that the summary is always written. A step
 # stopped there, or not started for want of 20 s, fails the run (an informational one only says so).
+# Where --default does not fit one call (two GPUs), --tests, --bench and --ranks --python make three.
 #
 # Logs go to $OUT when set (else build-gpu/logs), at most 8 files: summary.txt (the GPUs, then the summary),
 # build.log, ctest.log (every ctest run, then pytest's output), junit.xml, check.log, bench.json, bench.log
@@ -31,17 +32,19 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export NCCL_NVLS_ENABLE=0  # never NVLink SHARP/multicast on the runner
 
-run_default=0 run_ranks=0 run_one_gpu=0 run_sanitize=0 run_python=0
+run_tests=0 run_bench=0 run_ranks=0 run_one_gpu=0 run_sanitize=0 run_python=0
 for arg in "$@"; do
   case $arg in
-    --default) run_default=1 run_ranks=1 run_python=1 ;;
+    --default) run_tests=1 run_bench=1 run_ranks=1 run_python=1 ;;
+    --tests) run_tests=1 ;;
+    --bench) run_bench=1 ;;
     --ranks) run_ranks=1 ;;
     --one-gpu) run_one_gpu=1 ;;
     --sanitize) run_sanitize=1 ;;
     --python) run_python=1 ;;
-    --all) run_default=1 run_ranks=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
+    --all) run_tests=1 run_bench=1 run_ranks=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
     -h | --help)
-      sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -50,7 +53,8 @@ for arg in "$@"; do
       ;;
   esac
 done
-((run_default + run_ranks + run_one_gpu + run_sanitize + run_python > 0)) || run_default=1 run_ranks=1 run_python=1
+((run_tests + run_bench + run_ranks + run_one_gpu + run_sanitize + run_python > 0)) ||
+  run_tests=1 run_bench=1 run_ranks=1 run_python=1
 
 build="build-gpu"
 asan_build="build-asan"
@@ -223,8 +227,8 @@ section "gpuxfer topo"
 : >"$logs/ctest.log"
 : >"$logs/bench.log"
 
-# --- the default run ---------------------------------------------------------------------------------
-if ((run_default)); then
+# --- the tests ---------------------------------------------------------------------------------------
+if ((run_tests)); then
   section "tests"
   count_gpus
   junit=$(realpath -m "$logs/junit.xml")
@@ -271,8 +275,11 @@ if ((run_default)); then
   cat "$logs/check.log"
   summary+=("seed_example: $( ((example_rc == 0)) && echo OK || echo "FAILED (exit code $example_rc)")")
   ((example_rc == 0)) || failures+=("seed_example")
+fi
 
-  bench=$build/benchmarks/gpuxfer-bench
+# --- the bench -------------------------------------------------------------------------------------
+bench=$build/benchmarks/gpuxfer-bench
+if ((run_bench)); then
   if [[ -x $bench ]] && step_limit 0 "bench"; then
     section "bench (short)"
     timeout "$limit" "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
@@ -302,7 +309,6 @@ fi
 
 # --- the cross-process bench ----------------------------------------------------------------------
 if ((run_ranks)); then
-  bench=$build/benchmarks/gpuxfer-bench
   count_gpus
   # The cross-process bench, one rank per GPU under `gpuxfer launch`, appended to bench.log: with 2+ GPUs
   # the measurement (its failure fails the run); with one a world of one, a smoke run only (NCCL refuses

@@ -35,26 +35,33 @@ Case host_case(Bench& b, std::span<std::byte> source, HostBroadcastPath path, bo
               }};
 }
 
-// Device 0's src(0) to dst(d) of every other device; the root must come out unchanged.
-std::optional<Stats> from_device(Bench& b, std::size_t size, DeviceBroadcastPath path) {
-  const auto target = [&](std::size_t d) { return d == 0 ? b.src(0) : b.dst(d); };
-  return b.measure({.prepare =
-                        [&](std::uint64_t run) {
-                          b.fill_device(0, b.src(0), size, Bench::seed(run, 0));
-                          for (std::size_t d = 0; d < b.devices(); ++d) {
-                            if (d != 0) b.poison_device(d, b.dst(d), size);
-                            b.register_buffer(d, target(d), size);
-                          }
-                          b.synchronize();
-                        },
-                    .work = [&] { b.xfer().broadcast_from_device(0, path); },
-                    .check =
-                        [&](std::uint64_t run) {
-                          std::size_t wrong = 0;
-                          for (std::size_t d = 0; d < b.devices(); ++d)
-                            wrong += b.check_device(d, target(d), size, Bench::seed(run, 0));
-                          return wrong;
-                        }});
+// Device 0's src(0) to dst(d) of every other device; the root must come out unchanged. @p stream_ordered:
+// broadcast_from_device_async on device 0's bench stream, then that stream synchronised.
+Case from_device_case(Bench& b, std::size_t size, DeviceBroadcastPath path, bool stream_ordered = false) {
+  const auto target = [&b](std::size_t d) { return d == 0 ? b.src(0) : b.dst(d); };
+  return {.prepare =
+              [&b, size, target](std::uint64_t run) {
+                b.fill_device(0, b.src(0), size, Bench::seed(run, 0));
+                for (std::size_t d = 0; d < b.devices(); ++d) {
+                  if (d != 0) b.poison_device(d, b.dst(d), size);
+                  b.register_buffer(d, target(d), size);
+                }
+                b.synchronize();
+              },
+          .work =
+              [&b, path, stream_ordered] {
+                if (!stream_ordered) return b.xfer().broadcast_from_device(0, path);
+                b.xfer().broadcast_from_device_async(0, b.stream(0), path);
+                cuda_check(cudaStreamSynchronize(b.stream(0)),
+                           "broadcast_from_device_async: the caller's stream");
+              },
+          .check =
+              [&b, size, target](std::uint64_t run) {
+                std::size_t wrong = 0;
+                for (std::size_t d = 0; d < b.devices(); ++d)
+                  wrong += b.check_device(d, target(d), size, Bench::seed(run, 0));
+                return wrong;
+              }};
 }
 
 const ByteRule payload{"size (the payload: bytes / time)", bytes_payload};
@@ -101,7 +108,7 @@ OpSpec device_op(const char* name, std::string what, DeviceBroadcastPath path, s
           .bytes = payload,
           .ceiling = {"ceiling_nccl_bcast"},
           .waive = path == DeviceBroadcastPath::nccl ? needs_nccl : needs_two_devices,
-          .run = [path](Bench& b, std::size_t size) { return from_device(b, size, path); },
+          .run = [path](Bench& b, std::size_t size) { return b.measure(from_device_case(b, size, path)); },
           .target = target};
 }
 
@@ -143,6 +150,18 @@ std::vector<OpSpec> broadcast_ops() {
                 DeviceBroadcastPath::nccl, std::nullopt),
       device_op("bcast_device_peer", "broadcast_from_device(0, DeviceBroadcastPath::peer) (steady_clock)",
                 DeviceBroadcastPath::peer, std::nullopt),
+      {.name = "bcast_device_stream",
+       .what = "broadcast_from_device_async(0, stream) + cudaStreamSynchronize: the stream-ordered form "
+               "against bcast_device's blocking call (steady_clock)",
+       .bytes = payload,
+       .ceiling = {"bcast_device"},
+       .waive = needs_two_devices,
+       .run =
+           [](Bench& b, std::size_t size) {
+             return measure_against(b, from_device_case(b, size, DeviceBroadcastPath::automatic),
+                                    from_device_case(b, size, DeviceBroadcastPath::automatic, true));
+           },
+       .target = 0.98},
   };
 }
 

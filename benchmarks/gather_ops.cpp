@@ -135,26 +135,47 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
                                latency_iters / latency_rounds);
 }
 
+// gather_into(out) of every device's buffer; @p stream_ordered: gather_into_async on device 0's bench
+// stream, then that stream synchronised. The case owns its pieces between work and check.
+Case into_host_case(Bench& b, std::span<std::byte> out, std::size_t size, bool stream_ordered = false) {
+  auto pieces = std::make_shared<std::vector<GatherPiece>>();
+  return {.prepare =
+              [&b, out, size](std::uint64_t run) {
+                prepare_sources(b, run, size);
+                parallel_poison(b.threads(), out);
+              },
+          .work =
+              [&b, out, pieces, stream_ordered] {
+                if (!stream_ordered) {
+                  *pieces = b.xfer().gather_into(out);
+                  return;
+                }
+                *pieces = b.xfer().gather_into_async(out, b.stream(0));
+                cuda_check(cudaStreamSynchronize(b.stream(0)), "gather_into_async: the caller's stream");
+              },
+          .check =
+              [&b, out, pieces, size](std::uint64_t run) {
+                return check_pieces(b, *pieces, out.size(), size, [&](const GatherPiece& p) {
+                  return b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device));
+                });
+              }};
+}
+
 // gather_into() ordinary memory, or the same memory registered with register_host (outside the timing;
 // then interleaved with ceiling_d2h's copies: a DMA's ceiling. The pageable gather is bound by the host's
 // copy, which the ceiling's copies do not measure).
 std::optional<Stats> gather_into_host(Bench& b, std::size_t size, bool registered) {
   const std::span<std::byte> out = b.host_pageable().first(b.devices() * size);
   const HostRegistration registration = registered ? register_host(out) : HostRegistration{};
-  std::vector<GatherPiece> pieces;
-  const Case c{.prepare =
-                   [&](std::uint64_t run) {
-                     prepare_sources(b, run, size);
-                     parallel_poison(b.threads(), out);
-                   },
-               .work = [&] { pieces = b.xfer().gather_into(out); },
-               .check =
-                   [&](std::uint64_t run) {
-                     return check_pieces(b, pieces, out.size(), size, [&](const GatherPiece& p) {
-                       return b.check_host(out.subspan(p.offset, size), Bench::seed(run, p.device));
-                     });
-                   }};
+  const Case c = into_host_case(b, out, size);
   return registered ? measure_with_ceiling(b, d2h_copies(b, b.all_devices(), size), c) : b.measure(c);
+}
+
+// gather_into_async into registered memory interleaved with gather_into's blocking call, its ceiling.
+std::optional<Stats> gather_registered_stream(Bench& b, std::size_t size) {
+  const std::span<std::byte> out = b.host_pageable().first(b.devices() * size);
+  const HostRegistration registration = register_host(out);
+  return measure_against(b, into_host_case(b, out, size), into_host_case(b, out, size, true));
 }
 
 // The seed's gather: per call and per device a fresh cudaHostAlloc staging buffer and its copy queued,
@@ -184,23 +205,41 @@ std::optional<Stats> naive_gather(Bench& b, std::size_t size) {
                     .check = [&](std::uint64_t run) { return check_results(b, results, run, size); }});
 }
 
-std::optional<Stats> gather_to_device(Bench& b, std::size_t size) {
+// gather_to_device(0) into gathered(); @p stream_ordered: gather_to_device_async on device 0's bench
+// stream, then that stream synchronised.
+Case to_device_case(Bench& b, std::size_t size, bool stream_ordered = false) {
   const std::size_t capacity = b.devices() * size;
-  std::vector<GatherPiece> pieces;
-  return b.measure({.prepare =
-                        [&](std::uint64_t run) {
-                          prepare_sources(b, run, size);
-                          b.poison_device(0, b.gathered(), capacity);
-                          b.synchronize();
-                        },
-                    .work = [&] { pieces = b.xfer().gather_to_device(0, b.gathered(), capacity); },
-                    .check =
-                        [&](std::uint64_t run) {
-                          return check_pieces(b, pieces, capacity, size, [&](const GatherPiece& p) {
-                            return b.check_device(0, b.gathered() + p.offset, size,
-                                                  Bench::seed(run, p.device));
-                          });
-                        }});
+  auto pieces = std::make_shared<std::vector<GatherPiece>>();
+  return {.prepare =
+              [&b, size, capacity](std::uint64_t run) {
+                prepare_sources(b, run, size);
+                b.poison_device(0, b.gathered(), capacity);
+                b.synchronize();
+              },
+          .work =
+              [&b, pieces, capacity, stream_ordered] {
+                if (!stream_ordered) {
+                  *pieces = b.xfer().gather_to_device(0, b.gathered(), capacity);
+                  return;
+                }
+                *pieces = b.xfer().gather_to_device_async(0, b.gathered(), capacity, b.stream(0));
+                cuda_check(cudaStreamSynchronize(b.stream(0)), "gather_to_device_async: the caller's stream");
+              },
+          .check =
+              [&b, pieces, size, capacity](std::uint64_t run) {
+                return check_pieces(b, *pieces, capacity, size, [&](const GatherPiece& p) {
+                  return b.check_device(0, b.gathered() + p.offset, size, Bench::seed(run, p.device));
+                });
+              }};
+}
+
+std::optional<Stats> gather_to_device(Bench& b, std::size_t size) {
+  return b.measure(to_device_case(b, size));
+}
+
+// Interleaved with gather_to_device's blocking call, its ceiling.
+std::optional<Stats> gather_to_device_stream(Bench& b, std::size_t size) {
+  return measure_against(b, to_device_case(b, size), to_device_case(b, size, true));
 }
 
 }  // namespace
@@ -257,6 +296,20 @@ std::vector<OpSpec> gather_ops() {
        .bytes = all,
        .ceiling = {"gather"},
        .run = gather_stream,
+       .target = 0.98},
+      {.name = "gather_registered_stream",
+       .what = "gather_into_async(registered, stream) + cudaStreamSynchronize: the stream-ordered form "
+               "against gather_registered's blocking call (steady_clock)",
+       .bytes = all,
+       .ceiling = {"gather_registered"},
+       .run = gather_registered_stream,
+       .target = 0.98},
+      {.name = "gather_to_device_stream",
+       .what = "gather_to_device_async(0, stream) + cudaStreamSynchronize: the stream-ordered form "
+               "against gather_to_device (steady_clock)",
+       .bytes = all,
+       .ceiling = {"gather_to_device"},
+       .run = gather_to_device_stream,
        .target = 0.98},
       {.name = "latency_graph_4k",
        .what = "gather_into_async(pinned) of 4 KiB per device captured in a CUDA graph, replayed (launch + "

@@ -602,5 +602,59 @@ TEST_F(MultiGpuCapture, APeerCopyAndAnNcclBroadcastReplayWithNewDataEveryTime) {
   }
 }
 
+// One stream per device, of which only some capture, or which capture into different graphs: refused
+// before anything is queued (a stream that does not capture would run its device's part at once, and the
+// join would mix the capture's events with others), and every capture stays intact.
+TEST_F(MultiGpuCapture, PerDeviceStreamsThatDoNotCaptureIntoOneGraphAreRefused) {
+  const std::size_t n = device_count();
+  for (std::size_t i = 0; i < n; ++i) register_pattern(i, kBytes);
+  PinnedMemory out(n * kBytes);
+  std::vector<Stream> streams;
+  std::vector<cudaStream_t> handles;
+  for (std::size_t i = 0; i < n; ++i) handles.push_back(streams.emplace_back(ordinal(i)).get());
+  const auto gather = [&] {
+    (void)xfer().gather_into_async(out.span(), std::span<const cudaStream_t>(handles));
+  };
+  const DeviceGuard current(ordinal(0));
+  {
+    Graph graph;
+    graph.capture(handles[0], [&] {
+      EXPECT_TRUE(throws_error(gather, Errc::invalid_argument, "into one graph"))
+          << "device 0's stream alone";
+    });
+  }
+  {
+    Graph first;
+    Graph second;
+    first.capture(handles[0], [&] {
+      second.capture(handles[1], [&] {
+        EXPECT_TRUE(throws_error(gather, Errc::invalid_argument, "into one graph")) << "two graphs";
+      });
+    });
+  }
+  // Every stream in the one capture is what the form captures.
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  Graph graph;
+  graph.capture(handles[0], [&] {
+    cudaEvent_t fork = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), "fork event");
+    cuda_check(cudaEventRecord(fork, handles[0]), "fork");
+    for (std::size_t i = 1; i < n; ++i)
+      cuda_check(cudaStreamWaitEvent(handles[i], fork, 0), "join the capture");
+    gather();
+    for (std::size_t i = 1; i < n; ++i) {
+      cuda_check(cudaEventRecord(fork, handles[i]), "back");
+      cuda_check(cudaStreamWaitEvent(handles[0], fork, 0), "rejoin");
+    }
+    static_cast<void>(cudaEventDestroy(fork));
+  });
+  graph.launch(handles[0]);
+  cuda_check(cudaStreamSynchronize(handles[0]), "replay");
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(host_matches(out.span().subspan(i * kBytes, kBytes), seed(i), 0,
+                             "replayed, device " + std::to_string(i)));
+  }
+}
+
 }  // namespace
 }  // namespace gpuxfer::test

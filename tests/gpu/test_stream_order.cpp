@@ -119,6 +119,30 @@ TEST_F(GpuStreamOrder, ABroadcastWaitsForAGatherStillReadingItsTarget) {
   EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
 }
 
+// The same, with the buffer's registration cleared and the same memory registered again with another
+// stream while the gather still waits to read it: the broadcast waits for that read too (a registration
+// cleared hands gpuxfer's work in flight on its memory to the next one of that memory).
+TEST_F(GpuStreamOrder, ABroadcastAfterClearingAndRegisteringAgainWaitsForAGatherStillReading) {
+  DeviceMemory& mem = register_pattern(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream caller(mem.ordinal());
+  const Stream other(mem.ordinal());
+  PinnedMemory out(kBytes);
+  const auto data = pattern_bytes(kBytes, other_seed(0));
+  xfer().broadcast(data);  // the pool holds its staging from here (see above)
+  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
+  std::fill(out.span().begin(), out.span().end(), kPoison);
+  stall(scratch, caller.get());
+  (void)xfer().gather_into_async(out.span(), caller.get());
+  ASSERT_TRUE(still_running(mem.ordinal(), caller.get(), "the gather's stream before the broadcast"));
+  xfer().clear_device_buffer(0);
+  xfer().set_device_buffer(0, mem.get(), mem.size(), other.get());
+  xfer().broadcast(data);  // writes the buffer the gather has not read yet
+  caller.synchronize();
+  EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gather's bytes: before the broadcast"));
+  EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+}
+
 // Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream. The source
 // is registered with an idle stream of its own, so that only the output's order can make the gather wait.
 TEST_F(GpuStreamOrder, GatherToDeviceWritesItsOutputAfterTheLegacyStreamsWork) {

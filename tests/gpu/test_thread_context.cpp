@@ -167,6 +167,46 @@ TEST_F(GpuThreadContext, GathersInFlightTogetherLeaveNoContext) {
   EXPECT_TRUE(host_matches(second[0].span(), seed(0), 0, "the second gather"));
 }
 
+// The form with one stream per device asks each stream's device, and a handle makes a stream of the
+// caller's wait: both about streams of the caller's, on a thread that has no context (the gathers are held
+// back by a stall on a stream of their own, so that the handle is still in flight when it chains).
+TEST_F(GpuThreadContext, PerDeviceStreamsAndAHandlesStreamWaitLeaveNoContext) {
+  for (std::size_t i = 0; i < device_count(); ++i) register_pattern(i, kBytes);
+  std::vector<Stream> streams;
+  std::vector<cudaStream_t> handles;
+  for (std::size_t i = 0; i < device_count(); ++i) handles.push_back(streams.emplace_back(ordinal(i)).get());
+  const Stream caller(ordinal(0));
+  const Stream chained(ordinal(0));
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const auto stall = [&](cudaStream_t stream) {
+    const DeviceGuard guard(ordinal(0));
+    pattern::fill_device_slow(scratch.get(), scratch.size(), 1, 100'000'000, stream);
+  };
+  std::vector<HostBuffer> out;
+  stall(handles[0]);
+  EXPECT_EQ(context_change([&] {
+              GatherHandle h = xfer().gather_all_async(std::span<const cudaStream_t>(handles));
+              out = h.get();
+            }),
+            "")
+      << "gather_all_async with one stream per device";
+  ASSERT_EQ(out.size(), device_count());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    EXPECT_TRUE(host_matches(out[i].span(), seed(i), 0, "per device"));
+  stall(caller.get());
+  EXPECT_EQ(context_change([&] {
+              GatherHandle h = xfer().gather_all_async(caller.get());
+              h.stream_wait(chained.get());
+              out = h.get();
+            }),
+            "")
+      << "a gather handle's stream_wait";
+  chained.synchronize();
+  ASSERT_EQ(out.size(), device_count());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    EXPECT_TRUE(host_matches(out[i].span(), seed(i), 0, "chained"));
+}
+
 TEST_F(GpuThreadContext, PoolAndHostRegistrationLeaveNoContext) {
   PinnedPool& pool = manager().pinned_pool();
   pool.trim();

@@ -57,6 +57,14 @@ void BufferOrder::inherit(BufferOrder& previous) {
   reads_ = previous.reads_;
 }
 
+bool BufferOrder::idle() {
+  const std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  prune(writes_);
+  prune(reads_);
+  return writes_.empty() && reads_.empty();
+}
+
 OperationOrder::OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what)
     : m_(m), what_(what) {
   if (caller.per_device_given) {
@@ -91,21 +99,34 @@ void OperationOrder::order_with(std::span<const cudaStream_t> per_device) {
     cudaStream_t& stream = per_device_[i];
     if (stream == nullptr) stream = cudaStreamLegacy;
     if (stream == cudaStreamLegacy) continue;
-    captures_[i] = capture_of(
-        stream, std::string(what_) + ": asking whether the stream of " + device_name(m_, i) + " captures");
-    if (captures_[i]) {
+    // Asked under a context of the caller's (caller_stream): a thread that has none is left with none.
+    const CallerStream given = caller_stream(stream, what_, "the stream given for " + device_name(m_, i));
+    if (given.capturing) {
+      captures_[i] = given.capture_id;
       capturing_ = true;
       continue;
     }
-    int ordinal = -1;
-    GPUXFER_CUDA_TRY_CTX(
-        cudaStreamGetDevice(stream, &ordinal),
-        std::string(what_) + ": asking the device of the stream given for " + device_name(m_, i));
-    if (ordinal != m_.ordinal(i)) {
+    if (given.ordinal != m_.ordinal(i)) {
       throw Error(Errc::invalid_argument, std::string(what_) + ": the stream given for " +
                                               device_name(m_, i) + " belongs to ordinal " +
-                                              std::to_string(ordinal));
+                                              std::to_string(given.ordinal));
     }
+  }
+  if (!capturing_) return;
+  // A stream that does not capture would run its device's part at once, unordered with the capture, and
+  // the join would mix the capture's events with others: refused before anything is queued.
+  const auto first =
+      std::find_if(captures_.begin(), captures_.end(), [](const auto& c) { return c.has_value(); });
+  for (std::size_t i = 0; i < captures_.size(); ++i) {
+    if (captures_[i] == *first) continue;
+    throw Error(Errc::invalid_argument,
+                std::string(what_) +
+                    ": of the streams given, one per device, either none captures a CUDA graph or "
+                    "every one captures into one graph; the stream given for " +
+                    device_name(m_, i) +
+                    (captures_[i] ? " captures into another graph"
+                                  : " captures nothing (the legacy default "
+                                    "stream never does)"));
   }
 }
 

@@ -47,6 +47,9 @@ class BufferOrder {
 
   /// Takes over gpuxfer's work in flight on @p previous (the same memory registered again).
   void inherit(BufferOrder& previous);
+  /// True when none of gpuxfer's work on the buffer is in flight, seen now without waiting: a buffer an
+  /// operation is ordering or queuing work on counts as busy.
+  [[nodiscard]] bool idle();
 
  private:
   friend class OperationOrder;
@@ -73,7 +76,7 @@ class OperationOrder {
   /// mean the legacy default stream of each device touched); or one per device, each range forking from
   /// and joining the stream of its device. @p what names the operation in messages.
   /// @throws Error(Errc::invalid_argument) for per-device streams that are not one per device, each of its
-  /// device
+  /// device, or of which some capture a CUDA graph and not every one into the same graph
   OperationOrder(ManagerState& m, const CallerStreams& caller, const char* what);
   ~OperationOrder();
   OperationOrder(const OperationOrder&) = delete;

@@ -4,6 +4,7 @@
 
 #include "engine/operation_state.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/stream.hpp"
 
 namespace gpuxfer {
 
@@ -22,6 +23,7 @@ void TransferHandle::wait() {
 
 void TransferHandle::stream_wait(cudaStream_t stream) const {
   if (!state_ || state_->finished) return;
+  const detail::CallerStreamContext context(stream);  // a thread without a context is left without one
   for (const auto& [event, device] : state_->events) {
     GPUXFER_CUDA_TRY_CTX(cudaStreamWaitEvent(stream, event->get(), 0),
                          "making a stream wait for " + state_->what + " on " + device);

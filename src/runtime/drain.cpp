@@ -2,11 +2,13 @@
 
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 
 DrainOnError::~DrainOnError() {
   if (std::uncaught_exceptions() <= exceptions_) return;
+  const HostContextGuard context;  // streams of any device; a thread without a context is left without one
   for (cudaStream_t stream : streams_) {
     // A capturing stream runs nothing (its work is nodes of a graph) and must not be synchronised.
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

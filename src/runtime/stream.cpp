@@ -4,19 +4,10 @@
 #include <string>
 
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 
 namespace {
-
-// Asking about a stream of the caller's needs a current context but no particular one, and the runtime
-// makes the current device's primary context current on a thread that has none, for good: under
-// HostContextGuard such a thread is left with none. The default streams' handles name the current
-// device's streams, so they are asked about as they are.
-void enter_context_for(std::optional<HostContextGuard>& context, cudaStream_t stream) {
-  if (!is_default_stream(stream)) context.emplace();
-}
 
 std::optional<unsigned long long> query_capture(cudaStream_t stream, const std::string& what) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -29,14 +20,12 @@ std::optional<unsigned long long> query_capture(cudaStream_t stream, const std::
 }  // namespace
 
 std::optional<unsigned long long> capture_of(cudaStream_t stream, const std::string& what) {
-  std::optional<HostContextGuard> context;
-  enter_context_for(context, stream);
+  const CallerStreamContext context(stream);
   return query_capture(stream, what);
 }
 
 CallerStream caller_stream(cudaStream_t stream, const std::string& what, const std::string& name) {
-  std::optional<HostContextGuard> context;
-  enter_context_for(context, stream);
+  const CallerStreamContext context(stream);
   const std::optional<unsigned long long> capture =
       query_capture(stream, what + ": asking whether " + name + " captures");
   CallerStream caller{.capturing = capture.has_value(), .capture_id = capture.value_or(0)};

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime/device_guard.hpp"
+
 namespace gpuxfer::detail {
 
 /// A caller's stream (not the legacy default one): whether it captures into a CUDA graph, and its device.
@@ -23,6 +25,20 @@ struct CallerStream {
 [[nodiscard]] inline bool is_default_stream(cudaStream_t stream) noexcept {
   return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
 }
+
+/// For a CUDA call about a caller's @p stream (a wait, a query): asking needs a current context but no
+/// particular one, and the runtime makes the current device's primary context current on a thread that
+/// has none, for good. Under a HostContextGuard such a thread is left with none. The default streams'
+/// handles name the current device's streams, so they are asked about as they are. Never throws.
+class CallerStreamContext {
+ public:
+  explicit CallerStreamContext(cudaStream_t stream) noexcept {
+    if (!is_default_stream(stream)) context_.emplace();
+  }
+
+ private:
+  std::optional<HostContextGuard> context_;
+};
 
 /// The id of the capture @p stream belongs to (cudaStreamGetCaptureInfo), none when it captures nothing.
 /// @throws Error(Errc::cuda_error) when CUDA cannot tell (a destroyed stream?), naming @p what

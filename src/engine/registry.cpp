@@ -1,5 +1,6 @@
 #include "engine/registry.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include <gpuxfer/error.hpp>
@@ -47,16 +48,37 @@ std::vector<std::optional<DeviceRange>> RegistrySnapshot::present(std::optional<
 
 void BufferRegistry::set(std::size_t index, Registration reg) {
   std::lock_guard lock(mutex_);
+  std::optional<Registration>& slot = slots_[index];
   // The same memory again: gpuxfer's copies still in flight on it stay ordered with what comes next.
-  if (slots_[index] && slots_[index]->ptr == reg.ptr && slots_[index]->order && reg.order) {
-    reg.order->inherit(*slots_[index]->order);
+  if (reg.order) {
+    if (slot && slot->ptr == reg.ptr && slot->order) {
+      reg.order->inherit(*slot->order);
+    } else {
+      auto& gone = retired_[index];
+      const auto same =
+          std::find_if(gone.begin(), gone.end(), [&](const auto& g) { return g.first == reg.ptr; });
+      if (same != gone.end()) {
+        reg.order->inherit(*same->second);
+        gone.erase(same);
+      }
+    }
   }
-  slots_[index] = std::move(reg);
+  if (slot && slot->ptr != reg.ptr) retire(index, *slot);
+  slot = std::move(reg);
 }
 
 void BufferRegistry::clear(std::size_t index) {
   std::lock_guard lock(mutex_);
+  if (slots_[index]) retire(index, *slots_[index]);
   slots_[index].reset();
+}
+
+void BufferRegistry::retire(std::size_t index, const Registration& reg) {
+  if (!reg.order) return;
+  auto& gone = retired_[index];
+  // BufferOrder::idle() neither waits nor blocks: one an operation holds counts as busy.
+  std::erase_if(gone, [&](const auto& g) { return g.first == reg.ptr || g.second->idle(); });
+  if (!reg.order->idle()) gone.emplace_back(reg.ptr, reg.order);
 }
 
 std::optional<Registration> BufferRegistry::get(std::size_t index) const {

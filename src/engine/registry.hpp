@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/device_range.hpp"
@@ -49,9 +50,13 @@ class RegistrySnapshot {
 /// Throws Error(Errc::invalid_argument) naming @p op when @p bytes do not fit @p dst.
 void check_fits(const ManagerState& m, std::size_t bytes, const DeviceRange& dst, const char* op);
 
+/// The registrations of every device. A registration that leaves its slot (cleared, or replaced by other
+/// memory) with gpuxfer's work still in flight on its memory hands that work to the next registration of
+/// the same memory on the slot: registered again after a clear, with another stream, the memory stays
+/// ordered after that work, as when it is registered again over itself.
 class BufferRegistry {
  public:
-  explicit BufferRegistry(const ManagerState& m) : m_(m), slots_(m.size()) {}
+  explicit BufferRegistry(const ManagerState& m) : m_(m), slots_(m.size()), retired_(m.size()) {}
 
   void set(std::size_t index, Registration reg);
   void clear(std::size_t index);
@@ -60,9 +65,15 @@ class BufferRegistry {
   [[nodiscard]] RegistrySnapshot snapshot() const;
 
  private:
+  /// Keeps @p reg's ordering on slot @p index while gpuxfer's work on it is in flight (dropping those
+  /// whose work is done, and an older one of the same memory). Under the lock.
+  void retire(std::size_t index, const Registration& reg);
+
   const ManagerState& m_;
   mutable std::mutex mutex_;
   std::vector<std::optional<Registration>> slots_;
+  /// Per slot: the orderings of registrations gone from it, by pointer, with work still in flight.
+  std::vector<std::vector<std::pair<void*, std::shared_ptr<BufferOrder>>>> retired_;
 };
 
 }  // namespace gpuxfer::detail

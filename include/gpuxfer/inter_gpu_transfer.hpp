@@ -76,7 +76,8 @@ class InterGpuTransfer {
   /// of that device and outlive the registration): each later operation on the buffer waits for the work
   /// queued on @p producer when that operation starts, and @p producer's later work waits for the
   /// operation's reads and writes of the buffer. Replaces any earlier registration of the device; the same
-  /// pointer registered again stays ordered after gpuxfer's work still in flight on it. cudaStreamPerThread
+  /// pointer registered again (over itself, or after a clear_device_buffer or another buffer's
+  /// registration on the device) stays ordered after gpuxfer's work still in flight on it. cudaStreamPerThread
   /// keeps CUDA's meaning at each operation: the per-thread default stream, on the buffer's device, of the
   /// thread that makes the operation (as a caller's stream, that of the current device): register with it
   /// only what the threads that operate on the buffer produce on their own per-thread streams.

@@ -132,6 +132,23 @@ TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
   EXPECT_TRUE(has(run, "', with the node of rank 1")) << run.output;
 }
 
+// The same with rank 1 on a node of 64 KiB pages (through page_size, LD_PRELOAD) and the root on one of the
+// machine's: every rank plans each gather_to_host with the root's page size, so that all of them decide
+// alike whether the root's offer fits (with its own, rank 1 found a reused segment too small and waited for
+// a "ready" the root never sent).
+TEST(CommunicatorGpu, AWorldOfTwoOnNodesOfDifferentPageSizesAgreesOnEveryGather) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run =
+      launch("-n 2 -- " + probe + " ops separate-nodes",
+             "LD_PRELOAD='" PAGE_SIZE
+             "' GPUXFER_TEST_PAGE_SIZE=65536 GPUXFER_TEST_PAGE_SIZE_RANK=1 GPUXFER_TIMEOUT=30 "
+             "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  EXPECT_EQ(run.code, 0) << run.output;
+  expect_every_rank(run, 2, "");
+  EXPECT_FALSE(has(run, "FAILED")) << run.output;
+  EXPECT_LT(run.took, 60s) << "a rank waited for an exchange the others did not make:\n" << run.output;
+}
+
 // A new communicator's first host operation, stream-ordered behind a slow producer on rank 1, returns
 // before that producer is done: nothing of it waits for the device (the ranks' node exchange, made at
 // creation, neither). Each rank a node of its own: rank 1 sends over NCCL.

@@ -205,7 +205,7 @@ struct Call {
     constexpr std::size_t n = std::size(mine);
     sizes.resize(static_cast<std::size_t>(s.world_size));
     for (std::size_t r = 0; r < sizes.size(); ++r) sizes[r] = words[n * r];
-    plan = detail::plan_host_gather(sizes, s.node_leaders, root, detail::page_size());
+    plan = detail::plan_host_gather(sizes, s.node_leaders, root, detail::gather_page(s.nodes, root));
     if (plan.segment_bytes == 0) {
       side.entry.reset();
       return false;

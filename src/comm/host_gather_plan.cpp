@@ -10,6 +10,8 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "comm/shared_segment.hpp"
+
 namespace gpuxfer::detail {
 namespace {
 
@@ -35,10 +37,12 @@ std::size_t round_up(std::size_t bytes, std::size_t granule, const std::string& 
 }  // namespace
 
 NodeRecord make_node_record(std::string_view hostname, std::string_view boot_id, std::string_view shm_device,
-                            std::uint64_t pid, std::uint64_t nonce) {
+                            std::uint64_t uid, std::uint64_t pid, std::uint64_t nonce, std::uint64_t page) {
   NodeRecord record;
   record.pid = pid;
   record.nonce = nonce;
+  record.page = page;
+  record.uid = uid;
   std::string identity = trimmed(hostname) + " boot " + trimmed(boot_id) + " shm " + trimmed(shm_device);
   if (trimmed(boot_id).empty() || trimmed(shm_device).empty() || identity.size() >= sizeof(record.identity)) {
     identity = "pid " + std::to_string(pid) + " of " + trimmed(hostname).substr(0, 64) + " (node unknown)";
@@ -74,7 +78,15 @@ NodeRecord local_node_record(std::uint64_t nonce, const std::optional<std::strin
   }
   struct stat shm {};
   const std::string shm_device = ::stat("/dev/shm", &shm) == 0 ? std::to_string(shm.st_dev) : std::string();
-  return make_node_record(host, boot_id, shm_device, static_cast<std::uint64_t>(::getpid()), nonce);
+  return make_node_record(host, boot_id, shm_device, ::getuid(), static_cast<std::uint64_t>(::getpid()),
+                          nonce, page_size());
+}
+
+std::size_t gather_page(std::span<const NodeRecord> nodes, int root) noexcept {
+  if (root < 0 || static_cast<std::size_t>(root) >= nodes.size() ||
+      nodes[static_cast<std::size_t>(root)].page == 0)
+    return page_size();
+  return static_cast<std::size_t>(nodes[static_cast<std::size_t>(root)].page);
 }
 
 std::string identity_text(const NodeRecord& record) {
@@ -86,7 +98,8 @@ std::vector<int> node_leaders(std::span<const NodeRecord> records) {
   for (std::size_t r = 0; r < records.size(); ++r) {
     leaders[r] = static_cast<int>(r);
     for (std::size_t q = 0; q < r; ++q) {
-      if (std::memcmp(records[q].identity, records[r].identity, sizeof(records[r].identity)) == 0) {
+      if (records[q].uid == records[r].uid &&
+          std::memcmp(records[q].identity, records[r].identity, sizeof(records[r].identity)) == 0) {
         leaders[r] = leaders[q];
         break;
       }

@@ -21,25 +21,27 @@ namespace gpuxfer::detail {
 /// and the device of the /dev/shm mount, so that two containers of one host with separate /dev/shm count
 /// as two nodes (their ranks then go through NCCL, which is always correct).
 struct NodeRecord {
-  char identity[232] = {};
+  char identity[224] = {};  ///< the host: the host name, its boot and its /dev/shm
+  std::uint64_t uid = 0;    ///< the user: the shared segments are the user's alone
   std::uint64_t pid = 0;    ///< the process, part of the shared segments' names
   std::uint64_t nonce = 0;  ///< random, one per communicator: the names stay unique across pid namespaces
-  std::uint64_t reserved = 0;
+  std::uint64_t page = 0;   ///< the node's page size: the root's rounds every rank's plan of its segment
 };
 static_assert(sizeof(NodeRecord) == 256);
 
 /// The record of the given parts. An identity that does not fit, or an empty @p boot_id or @p shm_device
 /// (unreadable), becomes unique to the process ("pid <pid>"), so that such a rank shares no node.
 [[nodiscard]] NodeRecord make_node_record(std::string_view hostname, std::string_view boot_id,
-                                          std::string_view shm_device, std::uint64_t pid,
-                                          std::uint64_t nonce);
+                                          std::string_view shm_device, std::uint64_t uid, std::uint64_t pid,
+                                          std::uint64_t nonce, std::uint64_t page);
 
 /// GPUXFER_NODE_ID through @p lookup: nullopt when unset.
 /// @throws Error(Errc::invalid_option) for an empty value, one over 128 characters or one with a
 ///         character outside ASCII's printable ones (naming the variable and its value)
 [[nodiscard]] std::optional<std::string> read_node_id(const EnvLookup& lookup);
 
-/// This process's record: gethostname, /proc/sys/kernel/random/boot_id, stat("/dev/shm").st_dev, getpid.
+/// This process's record: gethostname, /proc/sys/kernel/random/boot_id, stat("/dev/shm").st_dev, getuid,
+/// getpid, page_size().
 /// A @p node_id (GPUXFER_NODE_ID) stands for the host name and boot id: ranks of one host that set
 /// different ones count as different nodes (how a test on one machine takes the path between nodes);
 /// the /dev/shm device still counts, so equal ids never join two mounts.
@@ -48,7 +50,9 @@ static_assert(sizeof(NodeRecord) == 256);
 /// The identity as text (for messages).
 [[nodiscard]] std::string identity_text(const NodeRecord& record);
 
-/// For every rank, the lowest rank with the same identity (its node's first rank).
+/// For every rank, the lowest rank with the same identity and user (its node's first rank): the shared
+/// segments are made for their user alone, so processes of other users on one host (containers sharing
+/// its /dev/shm) count as other nodes, whose parts travel over NCCL.
 [[nodiscard]] std::vector<int> node_leaders(std::span<const NodeRecord> records);
 
 enum class HostRoute {
@@ -78,6 +82,11 @@ struct HostGatherPlan {
 /// exchanged size, so that the sender's sends and the root's receives pair up, and the root takes piece k
 /// down while NCCL moves piece k + 1.
 [[nodiscard]] std::size_t network_piece(std::uint64_t bytes) noexcept;
+
+/// The page that every rank's plan of a gather to @p root rounds to: the root's node's (each rank
+/// deciding with its own, ranks of nodes with other page sizes would disagree on whether the root's
+/// offer fits, and so on the exchanges to make). This process's page_size() for a record without one.
+[[nodiscard]] std::size_t gather_page(std::span<const NodeRecord> nodes, int root) noexcept;
 
 /// The plan for ranks sending @p sizes (bytes per rank) to @p root, @p leaders as node_leaders gives them.
 /// Every rank's part of the segment, in rank order, starts on a multiple of @p page (so that a HostBuffer

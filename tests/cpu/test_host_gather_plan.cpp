@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/host_gather_plan.hpp"
+#include "comm/shared_segment.hpp"
 #include "common/expect_error.hpp"
 
 namespace gpuxfer {
@@ -23,33 +24,47 @@ using detail::NodeRecord;
 using test::throws_error;
 
 constexpr const char* boot = "0b5c3c3e-8f0e-4d4e-9a59-2d1f3c2b1a00";
+constexpr std::uint64_t kUid = 1000;
+constexpr std::uint64_t kPage = 4096;
 
 TEST(HostGatherNodes, RecordsOfOneNodeAreEqualWhateverTheProcess) {
-  const NodeRecord a = make_node_record("node7", boot, "64768", 100, 1);
-  const NodeRecord b = make_node_record("node7\n", std::string(boot) + "\n", "64768", 200, 2);
+  const NodeRecord a = make_node_record("node7", boot, "64768", kUid, 100, 1, kPage);
+  const NodeRecord b = make_node_record("node7\n", std::string(boot) + "\n", "64768", kUid, 200, 2, kPage);
   EXPECT_EQ(detail::identity_text(a), detail::identity_text(b));
   EXPECT_EQ(detail::identity_text(a), std::string("node7 boot ") + boot + " shm 64768");
   EXPECT_EQ(a.pid, 100u);
+  EXPECT_EQ(a.page, kPage);
   EXPECT_EQ(b.nonce, 2u);
 }
 
 TEST(HostGatherNodes, AnotherBootHostOrShmIsAnotherNode) {
-  const std::string a = detail::identity_text(make_node_record("node7", boot, "64768", 1, 1));
-  EXPECT_NE(a, detail::identity_text(make_node_record("node8", boot, "64768", 1, 1)));
-  EXPECT_NE(a, detail::identity_text(make_node_record("node7", "another-boot", "64768", 1, 1)));
-  EXPECT_NE(a, detail::identity_text(make_node_record("node7", boot, "64769", 1, 1)));
+  const std::string a = detail::identity_text(make_node_record("node7", boot, "64768", kUid, 1, 1, kPage));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node8", boot, "64768", kUid, 1, 1, kPage)));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node7", "another-boot", "64768", kUid, 1, 1, kPage)));
+  EXPECT_NE(a, detail::identity_text(make_node_record("node7", boot, "64769", kUid, 1, 1, kPage)));
+}
+
+// Containers of one host sharing its /dev/shm under other users cannot open each other's segments (made
+// 0600): another node each, whose parts travel over NCCL.
+TEST(HostGatherNodes, AnotherUserIsAnotherNode) {
+  const NodeRecord a = make_node_record("node7", boot, "64768", 1000, 1, 1, kPage);
+  const NodeRecord b = make_node_record("node7", boot, "64768", 1001, 2, 1, kPage);
+  EXPECT_EQ(detail::identity_text(a), detail::identity_text(b)) << "one host";
+  EXPECT_EQ(b.uid, 1001u);
+  const std::vector<NodeRecord> records{a, b, make_node_record("node7", boot, "64768", 1000, 3, 1, kPage)};
+  EXPECT_EQ(detail::node_leaders(records), (std::vector<int>{0, 1, 0}));
 }
 
 TEST(HostGatherNodes, AnUnknownNodeIsThisProcessAlone) {
-  const NodeRecord no_boot_1 = make_node_record("node7", "", "64768", 1, 1);
-  const NodeRecord no_boot_2 = make_node_record("node7", "", "64768", 2, 1);
+  const NodeRecord no_boot_1 = make_node_record("node7", "", "64768", kUid, 1, 1, kPage);
+  const NodeRecord no_boot_2 = make_node_record("node7", "", "64768", kUid, 2, 1, kPage);
   EXPECT_NE(detail::identity_text(no_boot_1), detail::identity_text(no_boot_2));
   EXPECT_NE(detail::identity_text(no_boot_1).find("node unknown"), std::string::npos);
-  const NodeRecord no_shm = make_node_record("node7", boot, "", 1, 1);
+  const NodeRecord no_shm = make_node_record("node7", boot, "", kUid, 1, 1, kPage);
   EXPECT_NE(detail::identity_text(no_shm).find("pid 1 "), std::string::npos);
   // An identity that would not fit the record is not cut short (two long names could then meet).
-  const NodeRecord long_1 = make_node_record(std::string(300, 'h'), boot, "1", 1, 1);
-  const NodeRecord long_2 = make_node_record(std::string(300, 'h'), boot, "1", 2, 1);
+  const NodeRecord long_1 = make_node_record(std::string(300, 'h'), boot, "1", kUid, 1, 1, kPage);
+  const NodeRecord long_2 = make_node_record(std::string(300, 'h'), boot, "1", kUid, 2, 1, kPage);
   EXPECT_NE(detail::identity_text(long_1), detail::identity_text(long_2));
 }
 
@@ -57,6 +72,8 @@ TEST(HostGatherNodes, ThisProcessHasAKnownNode) {
   const NodeRecord here = detail::local_node_record(5, std::nullopt);
   EXPECT_EQ(here.pid, static_cast<std::uint64_t>(::getpid()));
   EXPECT_EQ(here.nonce, 5u);
+  EXPECT_EQ(here.page, detail::page_size());
+  EXPECT_EQ(here.uid, static_cast<std::uint64_t>(::getuid()));
   EXPECT_EQ(detail::identity_text(here), detail::identity_text(detail::local_node_record(6, std::nullopt)));
   EXPECT_NE(detail::identity_text(here).find(" boot "), std::string::npos) << detail::identity_text(here);
 }
@@ -85,9 +102,9 @@ TEST(HostGatherNodes, ReadsAndChecksTheNodeId) {
 }
 
 TEST(HostGatherNodes, LeadersAreEachNodesFirstRank) {
-  const NodeRecord a = make_node_record("a", boot, "1", 1, 1);
-  const NodeRecord b = make_node_record("b", boot, "1", 2, 1);
-  const NodeRecord c = make_node_record("c", boot, "1", 3, 1);
+  const NodeRecord a = make_node_record("a", boot, "1", kUid, 1, 1, kPage);
+  const NodeRecord b = make_node_record("b", boot, "1", kUid, 2, 1, kPage);
+  const NodeRecord c = make_node_record("c", boot, "1", kUid, 3, 1, kPage);
   const std::vector<NodeRecord> records{b, a, b, c, a};
   EXPECT_EQ(detail::node_leaders(records), (std::vector<int>{0, 1, 0, 3, 1}));
   EXPECT_EQ(detail::node_leaders(std::vector<NodeRecord>{a}), (std::vector<int>{0}));
@@ -178,6 +195,29 @@ TEST(HostGatherPlan, AnOfferFitsWhenItsSegmentAndStagingHoldThePlan) {
   EXPECT_FALSE(detail::offer_fits(plan, {1, 16384, 5119})) << "the staging one byte short";
   const auto local = detail::plan_host_gather(sizes, std::vector<int>{0, 0, 0}, 0, 4096);
   EXPECT_TRUE(detail::offer_fits(local, {1, 16384, 0})) << "nothing over NCCL: no staging needed";
+}
+
+// The root on a node of 4 KiB pages, rank 1 on one of 64 KiB (an x86 and an aarch64 node): both plan with
+// the root's page, so that both find the root's offer of a reused segment fitting, or neither. With its own
+// page rank 1 needed 128 KiB of a segment of 8 KiB and waited for a "ready" the root never sent.
+TEST(HostGatherPlan, RanksOfNodesWithOtherPageSizesPlanWithTheRootsPage) {
+  const std::vector<NodeRecord> nodes{make_node_record("x86", boot, "1", kUid, 1, 1, 4096),
+                                      make_node_record("arm", boot, "1", kUid, 2, 1, 65536)};
+  const std::vector<int> leaders = detail::node_leaders(nodes);
+  ASSERT_EQ(leaders, (std::vector<int>{0, 1}));
+  EXPECT_EQ(detail::gather_page(nodes, 0), 4096u);
+  EXPECT_EQ(detail::gather_page(nodes, 1), 65536u);
+  const std::vector<std::uint64_t> sizes{4096, 4096};
+  const auto plan = detail::plan_host_gather(sizes, leaders, 0, detail::gather_page(nodes, 0));
+  EXPECT_EQ(plan.segment_bytes, 8192u);
+  const detail::RootOffer offer{1, plan.segment_bytes, plan.staging_bytes};  // the root's, of its last call
+  EXPECT_TRUE(detail::offer_fits(plan, offer));
+  EXPECT_FALSE(detail::offer_fits(detail::plan_host_gather(sizes, leaders, 0, 65536), offer))
+      << "with rank 1's own page the same offer does not fit: the two would make different exchanges";
+  // A record without a page (none) falls back on this process's.
+  const std::vector<NodeRecord> unknown{NodeRecord{}};
+  EXPECT_EQ(detail::gather_page(unknown, 0), detail::page_size());
+  EXPECT_EQ(detail::gather_page(unknown, 3), detail::page_size());
 }
 
 TEST(HostRoutes, TheRootsNodeTakesTheSegmentOtherNodesTheNetwork) {

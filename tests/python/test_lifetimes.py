@@ -52,6 +52,33 @@ def test_replacing_a_registration_drops_the_old_tensor(manager, lib):
     np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 4096, 2))
 
 
+def test_two_threads_registering_one_device_leave_the_tensor_of_the_registration_held(manager, lib):
+    """The C++ registration and the tensor Python holds for it change together: with the GIL let go of
+    during set_device_buffer, two threads could register in one order and hold in the other, leaving the
+    registered tensor unheld (its memory free for the framework to reuse under gpuxfer). Rounds of two
+    threads let go at once, each registering its tensor; after each round the two must agree."""
+    import threading
+
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    tensors = [lib.upload(ordinal, pattern(0, 4096, seed)) for seed in (1, 2)]
+    start = threading.Barrier(2)
+
+    def register(t):
+        start.wait()
+        transfer.set_device_buffer(0, t)
+
+    disagreed = 0
+    for _ in range(500):
+        threads = [threading.Thread(target=register, args=(t,)) for t in tensors]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        disagreed += lib.pointer(transfer.device_buffer(0)) != transfer.registered_range(0)[0]
+    assert disagreed == 0, f"{disagreed} of 500 rounds left another tensor held than the one registered"
+
+
 def test_gathered_arrays_are_the_pinned_blocks_and_keep_them(manager, lib):
     torch = pytest.importorskip("torch")
     transfer = gpuxfer.Transfer(manager)

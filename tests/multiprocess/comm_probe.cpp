@@ -41,7 +41,8 @@
 //                    each rank a node of its own; rank 1's second ncclSend of a blocking gather_to_host of
 //                    16 MiB (eight pieces) to rank 0, or its ncclRecv of a blocking broadcast_from_host of
 //                    16 MiB from rank 0, fails (nccl_fault, LD_PRELOAD): rank 1 must throw its own error at
-//                    once (exit 1), not wait for the timeout
+//                    once (exit 1), not wait for the timeout; with COMM_PROBE_CALL_AGAIN set, rank 1 then
+//                    makes the call again and prints what it threw
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the
 //   others create their
 //                    Communicator, which must fail (exit 1, printing the error)
@@ -905,6 +906,14 @@ int fail_part_way(const std::string& operation) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::printf("rank %d of %d: failed after %.0f ms: %s\n", comm.rank(), comm.world_size(), ms, e.what());
+    if (comm.rank() == 1 && std::getenv("COMM_PROBE_CALL_AGAIN") != nullptr) {
+      try {
+        call();
+        std::printf("rank %d of %d: the call again did not fail\n", comm.rank(), comm.world_size());
+      } catch (const gpuxfer::Error& again) {
+        std::printf("rank %d of %d: the call again: %s\n", comm.rank(), comm.world_size(), again.what());
+      }
+    }
     return 1;
   }
   std::printf("rank %d of %d: the call did not fail\n", comm.rank(), comm.world_size());

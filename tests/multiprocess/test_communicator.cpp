@@ -42,6 +42,15 @@ void expect_every_rank(const LaunchRun& run, int world, const std::string& line)
   }
 }
 
+// The first line of @p run's output that starts with @p start, or "" when none does.
+std::string line_of(const LaunchRun& run, const std::string& start) {
+  std::size_t at = run.output.find(start);
+  while (at != std::string::npos && at != 0 && run.output[at - 1] != '\n')
+    at = run.output.find(start, at + 1);
+  if (at == std::string::npos) return {};
+  return run.output.substr(at, run.output.find('\n', at) - at);
+}
+
 // `gpuxfer launch -n <world> -- comm_probe <mode>` with @p env in front exits 0, every rank printing
 // @p line.
 void expect_job_passes(int world, const std::string& mode, const std::string& env, const std::string& line) {
@@ -190,6 +199,26 @@ void expect_failed_part_way(const std::string& operation) {
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: failed after ")) << run.output;
   EXPECT_TRUE(has(run, "gpuxfer nccl_error: ")) << run.output;
   EXPECT_FALSE(has(run, "the call did not fail")) << run.output;
+  EXPECT_LT(run.took, 20s) << "rank 1 waited instead of failing at once:\n" << run.output;
+}
+
+// The same refusal as NCCL gives once a peer or its link failed (ncclRemoteError at the call, before its
+// asynchronous error says so): rank 1 aborts the communicator and throws comm_error naming the peer, and
+// the call made again says the communicator was aborted (not NCCL's error once more).
+TEST(CommunicatorGpu, AGatherToHostWhosePeerFailedAtTheCallAbortsTheCommunicator) {
+  REQUIRE_GPUS(2);
+  const LaunchRun run =
+      launch("-n 2 -- " + probe + " fail-part-way gather",
+             "LD_PRELOAD='" NCCL_FAULT
+             "' GPUXFER_TEST_FAIL_NCCL_AS=remote COMM_PROBE_CALL_AGAIN=1 "
+             "GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  EXPECT_EQ(run.code, 1) << run.output;
+  const std::string failed = line_of(run, "[1] rank 1 of 2: failed after ");
+  EXPECT_NE(failed.find("gpuxfer comm_error: "), std::string::npos) << run.output;
+  EXPECT_NE(failed.find("rank 0, or its link, failed"), std::string::npos) << run.output;
+  EXPECT_NE(line_of(run, "[1] rank 1 of 2: the call again: ").find("aborted by an earlier failure"),
+            std::string::npos)
+      << run.output;
   EXPECT_LT(run.took, 20s) << "rank 1 waited instead of failing at once:\n" << run.output;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -71,14 +72,20 @@ nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
 
 void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
                        std::uintptr_t stream, nb::object tensor, nb::object stream_owner) {
+  std::unique_lock order(t.registering, std::defer_lock);  // until the hold: see Transfer::registering
   released(t, [&] {
+    order.lock();
     t.live().set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
   });
   t.hold(device, {std::move(tensor), std::move(stream_owner)});
 }
 
 void clear_device_buffer(Transfer& t, std::size_t device) {
-  t.live().clear_device_buffer(device);
+  std::unique_lock order(t.registering, std::defer_lock);
+  released(t, [&] {
+    order.lock();
+    t.live().clear_device_buffer(device);
+  });
   t.hold(device, {});
 }
 

@@ -6,12 +6,13 @@
 // dropped, until no operation is in flight. A stream-ordered call (stream=) returns before its work is
 // done: what it uses (its host arrays and caller tensors, and every registered pair) is kept behind a
 // StreamMark until its stream gets past the call, checked at each later operation and awaited when the
-// Transfer dies. Every member here is touched with the GIL held only.
+// Transfer dies. Every member here is touched with the GIL held only, but `registering`.
 #pragma once
 
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -52,6 +53,10 @@ struct Transfer {
   std::unique_ptr<InterGpuTransfer> engine;  // null once closed
   std::vector<Held> registered;  // per device: what its registration holds, or empty
   std::vector<Held> retired;     // replaced while operations were in flight
+  /// Held from a registration's change in C++ (made with the GIL released) to the change of what Python
+  /// holds for it, so that two threads' changes reach both in one order. Taken with the GIL released
+  /// only, so a thread waiting for it never holds the GIL another one needs to let it go.
+  std::mutex registering;
   std::size_t in_flight = 0;
   std::vector<int> ordinals;  // CUDA ordinal of each device, for marks on the legacy default stream
   KeptObjects kept;           // what stream-ordered calls and the operations of dropped handles use, until

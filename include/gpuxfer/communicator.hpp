@@ -45,8 +45,9 @@ struct CommunicatorOptions {
 /// exchanges between the ranks (their sizes), which do not wait for the work the caller queued before the
 /// call, but do wait for this communicator's previous operation to end: after a stream-ordered operation
 /// that sits behind a slow producer, the next call's host waits for both (within the timeout). The
-/// operations of one communicator also run in the order they are called, whatever their streams. Blocking forms start after
-/// the work queued on the legacy default stream, as cudaMemcpy does, and return when the data is in place.
+/// operations of one communicator also run in the order they are called, whatever their streams. Blocking
+/// forms start after the work queued on the legacy default stream, as cudaMemcpy does, and return when the
+/// data is in place.
 ///
 /// CUDA graphs. broadcast_async, all_gather_async and copy_async can be captured (NCCL's kernels and the
 /// copies, nothing waited for on the host). Run each once before capturing it (NCCL sets up its
@@ -61,7 +62,9 @@ struct CommunicatorOptions {
 ///
 /// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
 /// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
-/// involved, after ncclCommAbort; the communicator is then unusable (every later call throws).
+/// involved, after ncclCommAbort; the communicator is then unusable (every later call throws). So does a
+/// peer's failure that NCCL returns from a call instead (ncclRemoteError, ncclSystemError, ...); a call
+/// NCCL refuses as invalid throws Errc::nccl_error.
 class Communicator {
  public:
   /// Joins the job that the launch environment describes: GPUXFER_RANK / GPUXFER_WORLD_SIZE /

@@ -97,9 +97,7 @@ void launch(CommunicatorState& s, cudaStream_t stream, const std::string& what, 
     GPUXFER_NCCL_TRY_CTX(ncclGroupStart(), s.where + ": " + what);
     const ncclResult_t queued = calls();
     const ncclResult_t ended = ncclGroupEnd();
-    if (queued != ncclSuccess && queued != ncclInProgress) {
-      GPUXFER_NCCL_TRY_CTX(queued, s.where + ": " + what);
-    }
+    s.comm.check_call(queued, what, peers);  // a peer's failure aborts the communicator, as when polled
     s.comm.settle(ended, what, peers);
   });
 }

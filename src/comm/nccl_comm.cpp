@@ -120,10 +120,18 @@ void NcclComm::poll(Done&& done, const std::string& what, const std::string& pee
   }
 }
 
-void NcclComm::settle(ncclResult_t launched, const std::string& what, const std::string& peers) {
-  if (launched != ncclSuccess && launched != ncclInProgress) {
-    throw_nccl(static_cast<int>(launched), "the NCCL launch", __FILE__, __LINE__, where_ + ": " + what);
+void NcclComm::check_call(ncclResult_t result, const std::string& what, const std::string& peers) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
+    throw_nccl(static_cast<int>(result), "the NCCL call", __FILE__, __LINE__, where_ + ": " + what);
   }
+  const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
+  fail(what, std::string("NCCL returned ") + ncclGetErrorString(result) + " (" + (last ? last : "") +
+                 "): " + peers + ", or its link, failed");
+}
+
+void NcclComm::settle(ncclResult_t launched, const std::string& what, const std::string& peers) {
+  check_call(launched, what, peers);
   DeviceGuard guard(device_);
   poll([](ncclResult_t state) { return state == ncclSuccess; }, what, peers, peers + " has not called it");
 }

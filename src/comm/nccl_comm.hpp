@@ -40,8 +40,15 @@ class NcclComm {
   [[nodiscard]] bool usable() const noexcept { return comm_ != nullptr && !aborted_; }
   /// @throws Error(Errc::comm_error) when the communicator was aborted (by an earlier failure)
   void check_usable(const std::string& what) const;
-  /// Settles a non-blocking call that returned @p launched: waits (bounded) while NCCL says ncclInProgress.
-  /// @p peers names the ranks the operation waits for. @throws Error(Errc::comm_error), aborting
+  /// What a call returned: nothing for ncclSuccess and ncclInProgress; for a result NCCL gives once a peer,
+  /// the network or the system failed (ncclRemoteError, ncclSystemError, ncclInternalError,
+  /// ncclUnhandledCudaError) the communicator is aborted and Error(Errc::comm_error) names @p peers, as
+  /// for the same failure seen as NCCL's asynchronous error; for the caller's (ncclInvalidArgument,
+  /// ncclInvalidUsage) Error(Errc::nccl_error). @p what names the operation.
+  void check_call(ncclResult_t result, const std::string& what, const std::string& peers);
+  /// Settles a non-blocking call that returned @p launched (check_call), then waits (bounded) while NCCL
+  /// says ncclInProgress. @p peers names the ranks the operation waits for.
+  /// @throws as check_call; Error(Errc::comm_error), aborting, for an asynchronous error or the timeout
   void settle(ncclResult_t launched, const std::string& what, const std::string& peers);
   /// Waits on the host for @p event, polling NCCL's asynchronous error, at most the timeout.
   /// @throws Error(Errc::comm_error) (aborting), or the CUDA error of the event

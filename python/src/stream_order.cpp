@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
 namespace gpuxfer::python {
@@ -21,24 +22,13 @@ void check(cudaError_t rc, const std::string& context) {
 
 void check(cudaError_t rc, const char* what) { check(rc, std::string("stream= keep-alive: ") + what); }
 
-// Switches the current device for its scope only when it must, restoring the caller's.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int ordinal) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
-    switched_ = previous_ != ordinal;
-  }
-  ~CurrentDevice() {
-    if (switched_) (void)cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
+// Its device's primary context current for the scope, the thread's own (or none) restored after: a
+// thread that had no context is left with none (restoring "device 0" would create that device's context).
+using CurrentDevice = gpuxfer::detail::DeviceGuard;
+// Any context current for a call about a caller's stream or an event, creating none (the thread's own
+// when it has one, else one the process made already): the runtime would make the current device's
+// primary context current on a thread that has none, for good.
+using AnyContext = gpuxfer::detail::HostContextGuard;
 
 // The driver's cuThreadExchangeStreamCaptureMode, nullptr when the driver lacks it. Not the runtime's
 // cudaThreadExchangeStreamCaptureMode, which makes the current device's primary context current on a
@@ -109,11 +99,13 @@ std::optional<cudaStream_t> stream_arg(nb::handle stream) {
 
 bool capturing(cudaStream_t stream) noexcept {
   if (stream == nullptr || stream == cudaStreamLegacy) return false;
+  const AnyContext context;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
 }
 
 void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) {
+  const AnyContext context;
   std::optional<CurrentDevice> on;
   if (ordinal >= 0) on.emplace(ordinal);
   if (capturing(stream)) {
@@ -130,6 +122,7 @@ void wait_for_stream(cudaStream_t stream, int ordinal, const std::string& what) 
 
 void stream_wait_stream(cudaStream_t consumer, cudaStream_t producer, int ordinal, const std::string& what) {
   if (consumer == producer || (legacy(consumer) && legacy(producer)) || capturing(consumer)) return;
+  const AnyContext any;
   const std::string context = what + ": stream= waiting for the array's stream (__cuda_array_interface__)";
   if (capturing(producer)) {
     throw Error(Errc::unsupported,
@@ -152,6 +145,7 @@ void stream_wait_stream(cudaStream_t consumer, cudaStream_t producer, int ordina
 StreamMark::StreamMark(cudaStream_t stream, std::span<const int> legacy_ordinals) {
   // The legacy and the per-thread stream handles stand for a stream of each device: marked on each of
   // @p legacy_ordinals (the call ran on those devices' streams, whatever the current device is here).
+  const AnyContext context;
   const bool legacy = stands_for_devices(stream);
   const cudaStream_t handle = stream == cudaStreamPerThread ? cudaStreamPerThread : cudaStreamLegacy;
   std::vector<int> ordinals;
@@ -191,6 +185,8 @@ StreamMark& StreamMark::operator=(StreamMark&& other) noexcept {
 }
 
 bool StreamMark::passed() const noexcept {
+  if (events_.empty()) return true;
+  const AnyContext context;
   const RelaxedCapture relaxed;
   for (cudaEvent_t e : events_) {
     if (cudaEventQuery(e) != cudaSuccess) return false;
@@ -199,16 +195,21 @@ bool StreamMark::passed() const noexcept {
 }
 
 void StreamMark::wait() const noexcept {
+  if (events_.empty()) return;
+  const AnyContext context;
   const RelaxedCapture relaxed;
   for (cudaEvent_t e : events_) (void)cudaEventSynchronize(e);
 }
 
 KeptObjects::~KeptObjects() {
   wait_for(kept_);
-  if (after_ != nullptr) (void)cudaStreamDestroy(after_);
+  if (after_ == nullptr) return;
+  const AnyContext context;
+  (void)cudaStreamDestroy(after_);
 }
 
 void KeptObjects::keep_after(const TransferHandle& handle, int ordinal, nb::object objects) {
+  const AnyContext context;
   const RelaxedCapture relaxed;  // another stream may capture in global mode meanwhile
   if (after_ == nullptr) {
     const CurrentDevice on(ordinal);
@@ -240,6 +241,8 @@ void KeptObjects::wait_for(std::span<const Kept> kept) {
 }
 
 void StreamMark::destroy() noexcept {
+  if (events_.empty()) return;
+  const AnyContext context;
   for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);  // safe while pending
   events_.clear();
 }

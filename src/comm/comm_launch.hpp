@@ -10,11 +10,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
 #include "comm/communicator_state.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/stream.hpp"
 
 namespace gpuxfer::detail {

@@ -1,6 +1,7 @@
 // Communicator's creation: the launch environment or explicit arguments, the device of the rank, rank 0's
 // NCCL unique id through the rendezvous, the non-blocking NCCL communicator.
 #include <gpuxfer/communicator.hpp>
+#include <gpuxfer/detail/device_guard.hpp>
 
 #include <cstring>
 #include <string>
@@ -17,7 +18,6 @@
 #include "node/environment.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer {
 namespace detail {

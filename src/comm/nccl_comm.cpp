@@ -2,11 +2,11 @@
 
 #include <thread>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
 #include "comm/deadline.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

@@ -6,8 +6,9 @@
 
 #include <nccl.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
 
 namespace gpuxfer::detail {

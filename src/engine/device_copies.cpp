@@ -2,9 +2,10 @@
 
 #include <string>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "engine/chunk_ring.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
 
 namespace gpuxfer::detail {

@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "engine/copy_kernels.hpp"
 #include "engine/host_pipeline.hpp"
 #include "memory/host_copy_workers.hpp"
 #include "memory/host_memory.hpp"
 #include "memory/streaming_copy.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
 
 namespace gpuxfer::detail {

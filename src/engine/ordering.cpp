@@ -4,11 +4,11 @@
 #include <array>
 #include <string>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/stream.hpp"
 
 namespace gpuxfer::detail {

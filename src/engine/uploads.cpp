@@ -5,11 +5,12 @@
 #include <optional>
 #include <string>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "engine/host_pipeline.hpp"
 #include "memory/host_copy_workers.hpp"
 #include "memory/streaming_copy.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
 
 namespace gpuxfer::detail {

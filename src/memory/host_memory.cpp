@@ -6,9 +6,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "memory/host_registry.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/driver_api.hpp"
 
 namespace gpuxfer::detail {

@@ -6,13 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_registration.hpp>
 
 #include "memory/host_memory.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer {

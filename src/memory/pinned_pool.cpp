@@ -1,3 +1,4 @@
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 
 #include <algorithm>
@@ -16,7 +17,6 @@
 #include "memory/pool_state.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer {

@@ -1,3 +1,4 @@
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/multi_gpu_manager.hpp>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include "node/topology.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer {

@@ -2,8 +2,9 @@
 
 #include <string>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

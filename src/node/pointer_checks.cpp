@@ -5,11 +5,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 namespace {

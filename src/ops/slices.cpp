@@ -1,5 +1,6 @@
 // gather_slices: many small device ranges to the host, packed on each GPU by one kernel and moved by
 // one copy per run of consecutive slices of that device.
+#include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/inter_gpu_transfer.hpp>
 
 #include <cstring>
@@ -17,7 +18,6 @@
 #include "node/pointer_checks.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 #include "runtime/drain.hpp"
 
 namespace gpuxfer {
@@ -69,7 +69,6 @@ std::vector<DevicePlan> plan(const detail::ManagerState& m, std::span<const Devi
   }
   return plans;
 }
-
 
 std::size_t queue_gather_slices(detail::TransferState& t, std::span<const DeviceSlice> slices, std::span<std::byte> out,
                                 cudaStream_t caller, bool blocking) {

@@ -1,4 +1,4 @@
-#include "runtime/device_guard.hpp"
+#include <gpuxfer/detail/device_guard.hpp>
 
 #include <string>
 

@@ -1,8 +1,9 @@
 #include "runtime/drain.hpp"
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 

@@ -5,9 +5,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 

@@ -3,9 +3,10 @@
 #include <cstdint>
 #include <string>
 
+#include <gpuxfer/detail/device_guard.hpp>
+
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
-#include "runtime/device_guard.hpp"
 
 namespace gpuxfer::detail {
 

@@ -7,7 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/device_guard.hpp"
+#include <gpuxfer/detail/device_guard.hpp>
 
 namespace gpuxfer::detail {
 

@@ -1,6 +1,7 @@
 // Scoped switches of the calling thread's CUDA context: to one device (DeviceGuard), or to any context
 // for calls that need one but no particular device (HostContextGuard). Both leave the thread exactly as
-// they found it, a thread that had no current context included.
+// they found it, a thread that had no current context included. Not API (detail/): installed for the
+// Python module, which makes CUDA calls of its own on its callers' threads.
 #pragma once
 
 #include <new>

@@ -30,7 +30,10 @@ class Transfer(_gpuxfer._Transfer):
     ``stream`` when they fit the call's staging ring, 64 MiB with 8 host threads: see the README).
     What it uses (host arrays, caller tensors, the registered tensors) is kept alive by the Transfer until
     ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
-    before then is not. Under CUDA graph capture nothing can tell when a replay is done: keep that memory
+    before then is not, and neither is closing (or leaving the ``with`` block of) a ``register_host``
+    registration of that host memory: the copy goes straight to or from the locked pages, and a
+    registration must not end while an operation on its memory is in flight (synchronize ``stream``
+    first). Under CUDA graph capture nothing can tell when a replay is done: keep that memory
     alive, and unchanged, for as long as the graph may launch.
 
     A handle dropped before its operation is done keeps the registered tensors that operation may use

@@ -53,6 +53,13 @@ std::unique_ptr<detail::OperationState> queue_gather(detail::TransferState& t, s
     if (r && r->size != 0) order.add(*r, detail::Access::read, detail::OwnStream::allowed);
   }
   order.begin();
+  // Should a later step fail (an event not recorded after its download was queued), the downloads already
+  // queued finish before their results go back to the pool: declared after the results, it runs first.
+  detail::DrainOnError drain;
+  for (const auto& r : ranges) {
+    if (r && r->size != 0)
+      drain.add(r->own_stream != nullptr ? r->own_stream : detail::streams_for(t.m, *r).d2h.get());
+  }
   auto op = std::make_unique<detail::OperationState>("gather");
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (!ranges[i] || ranges[i]->size == 0) {

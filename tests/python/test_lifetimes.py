@@ -460,3 +460,51 @@ def test_a_stream_ordered_call_keeps_its_host_arrays_export(manager, lib, op):
             np.testing.assert_array_equal(lib.download(t), sent, err_msg=f"device {i}")
     else:
         np.testing.assert_array_equal(np.frombuffer(bytes(host[:nbytes]), np.uint8), sent)
+
+
+# --- teardown without the GIL ------------------------------------------------------------------------------
+
+
+def test_a_managers_teardown_lets_other_threads_run_while_it_waits_for_the_gpu():
+    """The last reference to a Manager ends it, and its pinned pool frees its cached blocks: cudaFreeHost
+    waits for the work queued on every stream of the device (a spin of at least 0.6 s here). Another Python
+    thread must run meanwhile: the teardown lets the GIL go, as every blocking call does."""
+    import threading
+
+    from conftest import needs_devices
+
+    needs_devices(1)
+    torch = pytest.importorskip("torch")
+    manager = gpuxfer.Manager()
+    ordinal = manager.devices[0].ordinal
+    transfer = gpuxfer.Transfer(manager)
+    tensor = torch.ones(1 << 20, dtype=torch.uint8, device=f"cuda:{ordinal}")
+    transfer.set_device_buffer(0, tensor)
+    del transfer.gather_all()[0]  # a pinned block, cached in the pool once the array is gone
+    transfer.close()
+    del transfer
+    gc.collect()
+    assert manager.pinned_pool_stats()["cached"] > 0
+    ticks, stop = [0], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    with torch.cuda.device(ordinal):
+        spin = torch.cuda.Stream()
+        with torch.cuda.stream(spin):
+            torch.cuda._sleep(_FIRST_SPIN_CYCLES)
+    time.sleep(0.05)
+    before, start = ticks[0], time.monotonic()
+    del manager
+    gc.collect()
+    took, during = time.monotonic() - start, ticks[0] - before
+    stop.set()
+    ticker.join()
+    torch.cuda.synchronize(ordinal)
+    assert took > 0.2, f"the teardown took {took * 1000:.0f} ms: it did not wait for the spin (no test)"
+    assert during >= 20, f"{during} ticks of another thread in the {took * 1000:.0f} ms of the teardown: it held the GIL"

@@ -68,6 +68,17 @@ nb::object device_view(nb::handle obj) {
 // keeps a resizable array's bytes in place), kept alive together; declared so that the registration
 // ends first.
 struct Registration {
+  Registration(nb::object a, nb::object e, HostRegistration r) noexcept
+      : array(std::move(a)), export_(std::move(e)), registration(std::move(r)) {}
+  Registration(Registration&&) noexcept = default;
+  Registration& operator=(Registration&&) noexcept = default;
+  /// Unregisters with the GIL released (cudaHostUnregister waits for the device's work).
+  ~Registration() {
+    if (registration.empty()) return;
+    nb::gil_scoped_release released;
+    registration.reset();
+  }
+
   nb::object array;
   nb::object export_;
   HostRegistration registration;

@@ -18,6 +18,18 @@ namespace {
 constexpr int dl_cuda_host = 3;
 
 struct PinnedBlock {
+  PinnedBlock() = default;
+  explicit PinnedBlock(HostBuffer b) noexcept : buffer(std::move(b)) {}
+  PinnedBlock(PinnedBlock&&) noexcept = default;
+  PinnedBlock& operator=(PinnedBlock&&) noexcept = default;
+  /// With the GIL released: the last block of a pool that outlived its manager frees every cached block
+  /// (cudaFreeHost, which waits for the device's work).
+  ~PinnedBlock() {
+    if (buffer.data() == nullptr) return;
+    nb::gil_scoped_release gil;
+    buffer.reset();
+  }
+
   HostBuffer buffer;
 };
 
@@ -57,7 +69,7 @@ nb::object host_array(HostBuffer&& buffer) {
   if (buffer.empty()) return nb::none();
   if (array_factory == nullptr)
     throw std::runtime_error("gpuxfer: PinnedArray is not registered (import gpuxfer, not gpuxfer._gpuxfer)");
-  nb::object block = nb::cast(PinnedBlock{std::move(buffer)}, nb::rv_policy::move);
+  nb::object block = nb::cast(PinnedBlock(std::move(buffer)), nb::rv_policy::move);
   PyObject* array = PyObject_CallOneArg(array_factory, block.ptr());
   if (array == nullptr) throw nb::python_error();
   return nb::steal(array);

@@ -41,6 +41,15 @@ struct Transfer {
   }
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
+  /// As close() without its refusal (a collection cannot be refused): the streams of what is kept are
+  /// waited for, then the engine and this hold on the manager end with the GIL released (their teardown
+  /// waits for the GPU); the Python objects go after, with it held.
+  ~Transfer() {
+    kept.release();
+    nb::gil_scoped_release gil;
+    engine.reset();
+    manager.reset();
+  }
 
   /// The engine. @throws Error(Errc::invalid_argument) once close() has ended it
   InterGpuTransfer& live() const {

@@ -130,7 +130,10 @@ class Transfer(_gpuxfer._Transfer):
     async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
         """``await``-able gather_blocking: queues the gather (``gather(dst_device, stream=stream)``), then
         polls its handle from the running event loop (no thread per call), backing off from 20 us to 1 ms
-        between polls."""
+        between polls. The queuing itself runs on the loop's thread, as gather() does: it leases the
+        results from the pinned pool, so a first gather of a size (pinning new memory, about 150 ms per
+        256 MiB) or a pool at its limit (waiting for blocks in use) holds the loop that long. Warm the pool
+        with one gather of each size first, or keep the pool's limit above what is in flight."""
         handle = self.gather(dst_device, stream=stream)
         delay = _FIRST_POLL_S
         while not handle.ready():

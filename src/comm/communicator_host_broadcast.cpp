@@ -62,7 +62,7 @@ struct RootSide {
     source = data.data();
     if (segment) {
       const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
-      entry = s.arena.acquire(data.size(), me.pid, me.nonce, s.device, s.where + ": " + what);
+      entry = s.arena.acquire(data.size(), me.pid, me.nonce, s.device, s.where + ": " + what, s.timeout);
       detail::host_copy_of(s).copy(entry->segment.data(), data.data(), data.size());
       source = entry->segment.data();
     } else if (!detail::is_pinned_range(data.data(), data.size())) {

@@ -68,7 +68,7 @@ struct RootSide {
   void prepare() {
     entry.reset();  // set aside but too small: free again (nothing was queued on it)
     const detail::NodeRecord& me = s.nodes[static_cast<std::size_t>(s.rank)];
-    entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what);
+    entry = s.arena.acquire(plan.segment_bytes, me.pid, me.nonce, s.device, s.where + ": " + what, s.timeout);
     if (plan.staging_bytes > s.staging_bytes) {
       // No earlier call uses it still, a stream-ordered one neither: the size exchange, waited for on the
       // host, ran after the communicator's previous operation had ended. Freed and made in stream order

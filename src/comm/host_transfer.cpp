@@ -144,7 +144,7 @@ std::string segment_name(const CommunicatorState& s, int root, std::uint64_t id)
 void queue_with_segment(CommunicatorState& s, const std::string& name, std::size_t offset, std::size_t bytes,
                         const void* from_device, void* to_device, cudaStream_t stream, const std::string& what) {
   const std::string where = s.where + ": " + what + ": " + name + " from byte " + std::to_string(offset);
-  SegmentMappings::Mapping& mapping = s.mappings.get(name, s.device, where);
+  SegmentMappings::Mapping& mapping = s.mappings.get(name, s.device, where, s.timeout);
   const RegisteredSegment& segment = *mapping.segment;
   if (segment.size() < offset + bytes) {
     throw Error(Errc::comm_error, where + ": the segment holds only " + std::to_string(segment.size()) +

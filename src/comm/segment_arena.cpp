@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
+#include <string>
 #include <utility>
 
 #include <gpuxfer/detail/device_guard.hpp>
@@ -12,6 +13,18 @@
 #include "runtime/cuda_check.hpp"
 
 namespace gpuxfer::detail {
+
+namespace {
+
+// @p e (no room), once waiting @p wait for the segments or mappings let go of did not end: their
+// unregistering waits for the device's work, which has not ended.
+Error still_releasing(const Error& e, std::chrono::milliseconds wait) {
+  return Error(e.code(),
+               e.message() + " (what was let go of to make room was still being unregistered after " +
+                   std::to_string(wait.count()) + " ms: cudaHostUnregister waits for the device's work)");
+}
+
+}  // namespace
 
 RegisteredSegment::RegisteredSegment(SharedSegment segment, int device, const std::string& where)
     : segment_(std::move(segment)), device_(device) {
@@ -87,7 +100,8 @@ std::vector<ArenaSlot> SegmentArena::slots() const {
 }
 
 std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
-                                                  int device, const std::string& where) {
+                                                  int device, const std::string& where,
+                                                  std::chrono::milliseconds wait) {
   const std::vector<ArenaSlot> slots = this->slots();
   const ArenaChoice choice = choose_segment(slots, bytes, cached);
   std::shared_ptr<ArenaEntry> chosen;
@@ -110,7 +124,8 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
       chosen = make();
     } catch (const Error& e) {
       if (e.code() != Errc::out_of_memory) throw;
-      released_.drain();  // the entries let go of may still hold /dev/shm and page-locked memory
+      // The entries let go of may still hold /dev/shm and page-locked memory.
+      if (!released_.drain_for(wait)) throw still_releasing(e, wait);
       chosen = make();
     }
     entries_.push_back(chosen);
@@ -155,7 +170,8 @@ bool is_idle(const SharedEvent& after) noexcept {
 
 }  // namespace
 
-SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int device, const std::string& where) {
+SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int device, const std::string& where,
+                                               std::chrono::milliseconds wait) {
   for (Mapping& mapping : mappings_) {
     if (mapping.segment->name() != name) continue;
     mapping.last_used = ++clock_;
@@ -184,7 +200,7 @@ SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int devi
     segment = map();
   } catch (const Error& e) {
     if (e.code() != Errc::out_of_memory) throw;
-    released_.drain();  // the mappings let go of may still hold page-locked memory
+    if (!released_.drain_for(wait)) throw still_releasing(e, wait);  // they may still hold page-locked memory
     segment = map();
   }
   mappings_.push_back({std::move(segment), ++clock_, nullptr});

@@ -5,6 +5,7 @@
 // whole segments they opened, each registered once and kept for the calls that name it again.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -97,12 +98,14 @@ class SegmentArena {
   /// An entry of at least @p bytes that nobody else holds, reused or made (named shared_segment_name(@p pid,
   /// @p nonce, id) with the next id, its capacity @p bytes rounded up to pages, created and registered),
   /// releasing free entries beyond `cached` on a thread of the arena's (cudaHostUnregister waits for the
-  /// device's work: a stream-ordered call must not; a new entry that finds no room waits for them first).
-  /// @p where names the call in messages.
+  /// device's work: a stream-ordered call must not; a new entry that finds no room waits for them first,
+  /// at most @p wait, the communicator's timeout: the device's work may never end). @p where names the
+  /// call in messages.
   /// @throws Error(Errc::out_of_memory) when /dev/shm or page-locking has no room; Error(Errc::comm_error /
   ///         cuda_error) for another failure to make the segment
   [[nodiscard]] std::shared_ptr<ArenaEntry> acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
-                                                    int device, const std::string& where);
+                                                    int device, const std::string& where,
+                                                    std::chrono::milliseconds wait);
   /// As acquire, among the entries made before only (none made, none released): null when no free one
   /// holds @p bytes. Never throws but std::bad_alloc.
   [[nodiscard]] std::shared_ptr<ArenaEntry> acquire_existing(std::size_t bytes);
@@ -141,10 +144,12 @@ class SegmentMappings {
   };
 
   /// The mapping of the whole segment @p name, mapped and registered on its first use and kept for later
-  /// calls, making room first as choose_mapping_to_release says. @p where names the call in messages.
+  /// calls, making room first as choose_mapping_to_release says (one that finds no room waits for the
+  /// mappings let go of, at most @p wait). @p where names the call in messages.
   /// @throws Error(Errc::comm_error) when the segment is missing; Error(Errc::cuda_error / out_of_memory)
   ///         for a failed mapping or registration
-  [[nodiscard]] Mapping& get(const std::string& name, int device, const std::string& where);
+  [[nodiscard]] Mapping& get(const std::string& name, int device, const std::string& where,
+                             std::chrono::milliseconds wait);
 
   /// Releases every mapping, first waiting on the host for the copies still queued through them (bounded
   /// as ~ArenaEntry says: called only by ~CommunicatorState, after its bounded wait or abort). Never throws.

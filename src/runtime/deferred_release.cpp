@@ -31,6 +31,11 @@ void DeferredRelease::drain() noexcept {
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
+bool DeferredRelease::drain_for(std::chrono::milliseconds limit) noexcept {
+  std::unique_lock lock(mutex_);
+  return idle_.wait_for(lock, limit, [&] { return queue_.empty() && !busy_; });
+}
+
 void DeferredRelease::run(const std::stop_token& stop) {
   std::unique_lock lock(mutex_);
   for (;;) {

@@ -4,6 +4,7 @@
 // of its own instead.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -28,6 +29,9 @@ class DeferredRelease {
   void release(std::shared_ptr<void> object) noexcept;
   /// Returns once every object handed over before the call is gone. Never throws.
   void drain() noexcept;
+  /// As drain(), waiting at most @p limit: false when objects handed over are still there then (a
+  /// destructor that waits for the GPU may wait for work that never ends). Never throws.
+  [[nodiscard]] bool drain_for(std::chrono::milliseconds limit) noexcept;
 
  private:
   void run(const std::stop_token& stop);

@@ -1,5 +1,6 @@
 // DeferredRelease, without a GPU: what it is given is dropped on a thread of its own, in order, and
-// drain() and the destructor return only once everything handed over is gone.
+// drain() and the destructor return only once everything handed over is gone; drain_for gives up at its
+// limit.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -63,6 +64,26 @@ TEST(DeferredRelease, TheDestructorDropsWhatIsStillQueued) {
   }
   std::lock_guard lock(mutex);
   EXPECT_EQ(order, (std::vector<int>{7, 8}));
+}
+
+// drain_for gives up at its limit while an object's destructor still runs (one that waits for GPU work that
+// never ends), and succeeds once it is done.
+TEST(DeferredRelease, DrainForGivesUpAtItsLimit) {
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread::id> threads;
+  DeferredRelease release;
+  EXPECT_TRUE(release.drain_for(std::chrono::milliseconds(0))) << "nothing handed over";
+  release.release(
+      std::shared_ptr<Recorder>(new Recorder{mutex, order, threads, 1, std::chrono::milliseconds(500)}));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(release.drain_for(std::chrono::milliseconds(50)));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(50));
+  EXPECT_LT(waited, std::chrono::milliseconds(400)) << "it waited for the destructor";
+  EXPECT_TRUE(release.drain_for(std::chrono::seconds(5)));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(order, (std::vector<int>{1}));
 }
 
 TEST(DeferredRelease, AnObjectHeldElsewhereStaysAndNothingIsNoWork) {

@@ -16,12 +16,24 @@ namespace gpuxfer::detail {
 
 namespace {
 
-// @p e (no room), once waiting @p wait for the segments or mappings let go of did not end: their
-// unregistering waits for the device's work, which has not ended.
-Error still_releasing(const Error& e, std::chrono::milliseconds wait) {
-  return Error(e.code(),
-               e.message() + " (what was let go of to make room was still being unregistered after " +
-                   std::to_string(wait.count()) + " ms: cudaHostUnregister waits for the device's work)");
+// What @p make makes; when it finds no room (out_of_memory), again once what @p released was handed (the
+// segments or mappings let go of, which may still hold /dev/shm and page-locked memory) is gone, waiting
+// for that at most @p wait: their unregistering waits for the device's work, which may never end. Past
+// it, the first error, saying so.
+template <class Make>
+auto made_after_releases(DeferredRelease& released, std::chrono::milliseconds wait, Make&& make) {
+  try {
+    return make();
+  } catch (const Error& e) {
+    if (e.code() != Errc::out_of_memory) throw;
+    if (!released.drain_for(wait)) {
+      const std::string waited = std::to_string(wait.count()) + " ms";
+      throw Error(e.code(), e.message() +
+                                " (what was let go of to make room was still being unregistered after " +
+                                waited + ": cudaHostUnregister waits for the device's work)");
+    }
+  }
+  return make();
 }
 
 }  // namespace
@@ -120,14 +132,7 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
       return std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device,
                                           where);
     };
-    try {
-      chosen = make();
-    } catch (const Error& e) {
-      if (e.code() != Errc::out_of_memory) throw;
-      // The entries let go of may still hold /dev/shm and page-locked memory.
-      if (!released_.drain_for(wait)) throw still_releasing(e, wait);
-      chosen = make();
-    }
+    chosen = made_after_releases(released_, wait, make);
     entries_.push_back(chosen);
   }
   chosen->after.reset();
@@ -195,15 +200,7 @@ SegmentMappings::Mapping& SegmentMappings::get(const std::string& name, int devi
     }
     return std::make_unique<RegisteredSegment>(std::move(whole), device, where);
   };
-  std::unique_ptr<RegisteredSegment> segment;
-  try {
-    segment = map();
-  } catch (const Error& e) {
-    if (e.code() != Errc::out_of_memory) throw;
-    if (!released_.drain_for(wait)) throw still_releasing(e, wait);  // they may still hold page-locked memory
-    segment = map();
-  }
-  mappings_.push_back({std::move(segment), ++clock_, nullptr});
+  mappings_.push_back({made_after_releases(released_, wait, map), ++clock_, nullptr});
   return mappings_.back();
 }
 

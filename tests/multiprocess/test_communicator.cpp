@@ -21,6 +21,9 @@ using gpuxfer::test::LaunchRun;
 
 const std::string probe = "'" COMM_PROBE "'";
 
+// NCCL's network transport, the path between nodes, on one machine: environment for a launch.
+#define NETWORK_PATH "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+
 // Skips the test unless CUDA sees at least @p needed GPUs (cudaGetDeviceCount makes no context).
 #define REQUIRE_GPUS(needed)                                                                          \
   do {                                                                                                \
@@ -120,8 +123,7 @@ TEST(CommunicatorGpu, AWorldOfTwoWorksBesideAGlobalModeCapture) {
 // NCCL's network transport, the path between nodes, on one machine.
 TEST(CommunicatorGpu, AWorldOfTwoOverTheNetworkTransport) {
   REQUIRE_GPUS(2);
-  const LaunchRun run = launch("-n 2 -- " + probe + " ops",
-                               "GPUXFER_TIMEOUT=60 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  const LaunchRun run = launch("-n 2 -- " + probe + " ops", "GPUXFER_TIMEOUT=60 " NETWORK_PATH);
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
@@ -131,9 +133,8 @@ TEST(CommunicatorGpu, AWorldOfTwoOverTheNetworkTransport) {
 // over NCCL with the root's GPU, here through the network transport, as between two machines.
 TEST(CommunicatorGpu, AWorldOfTwoOnTwoNodesGathersToTheHostOverNccl) {
   REQUIRE_GPUS(2);
-  const LaunchRun run =
-      launch("-n 2 -- " + probe + " ops separate-nodes",
-             "GPUXFER_TIMEOUT=60 GPUXFER_LOG_LEVEL=info NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  const LaunchRun run = launch("-n 2 -- " + probe + " ops separate-nodes",
+                               "GPUXFER_TIMEOUT=60 GPUXFER_LOG_LEVEL=info " NETWORK_PATH);
   EXPECT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: ")) << run.output;
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
@@ -150,8 +151,7 @@ TEST(CommunicatorGpu, AWorldOfTwoOnNodesOfDifferentPageSizesAgreesOnEveryGather)
   const LaunchRun run =
       launch("-n 2 -- " + probe + " ops separate-nodes",
              "LD_PRELOAD='" PAGE_SIZE
-             "' GPUXFER_TEST_PAGE_SIZE=65536 GPUXFER_TEST_PAGE_SIZE_RANK=1 GPUXFER_TIMEOUT=30 "
-             "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+             "' GPUXFER_TEST_PAGE_SIZE=65536 GPUXFER_TEST_PAGE_SIZE_RANK=1 GPUXFER_TIMEOUT=30 " NETWORK_PATH);
   EXPECT_EQ(run.code, 0) << run.output;
   expect_every_rank(run, 2, "");
   EXPECT_FALSE(has(run, "FAILED")) << run.output;
@@ -163,8 +163,7 @@ TEST(CommunicatorGpu, AWorldOfTwoOnNodesOfDifferentPageSizesAgreesOnEveryGather)
 // creation, neither). Each rank a node of its own: rank 1 sends over NCCL.
 TEST(CommunicatorGpu, AFirstHostOperationBetweenNodesWaitsForNoGpuWork) {
   REQUIRE_GPUS(2);
-  expect_job_passes(2, "first-host-op separate-nodes",
-                    "GPUXFER_TIMEOUT=60 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo",
+  expect_job_passes(2, "first-host-op separate-nodes", "GPUXFER_TIMEOUT=60 " NETWORK_PATH,
                     "a first host operation, ");
 }
 
@@ -187,14 +186,18 @@ TEST(CommunicatorGpu, AWorldOfTwoLetsGoOfSegmentsWithoutWaitingForGpuWork) {
   expect_job_passes(2, "let-go-behind-producer", "GPUXFER_TIMEOUT=60", "letting go of segments, ");
 }
 
+// comm_probe's fail-part-way @p operation on two ranks of nodes of their own, nccl_fault preloaded, with
+// @p env too.
+LaunchRun fail_part_way(const std::string& operation, const std::string& env = "") {
+  return launch("-n 2 -- " + probe + " fail-part-way " + operation,
+                "LD_PRELOAD='" NCCL_FAULT "' " + env + " GPUXFER_TIMEOUT=40 " NETWORK_PATH);
+}
+
 // A blocking host operation between nodes whose NCCL work fails part-way on rank 1 (an ncclSend or
 // ncclRecv refused, through nccl_fault): rank 1 throws its own error at once, not "not complete" at the
 // timeout, and the job ends well within it.
 void expect_failed_part_way(const std::string& operation) {
-  const LaunchRun run =
-      launch("-n 2 -- " + probe + " fail-part-way " + operation,
-             "LD_PRELOAD='" NCCL_FAULT
-             "' GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  const LaunchRun run = fail_part_way(operation);
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_TRUE(has(run, "[1] rank 1 of 2: failed after ")) << run.output;
   EXPECT_TRUE(has(run, "gpuxfer nccl_error: ")) << run.output;
@@ -207,11 +210,7 @@ void expect_failed_part_way(const std::string& operation) {
 // the call made again says the communicator was aborted (not NCCL's error once more).
 TEST(CommunicatorGpu, AGatherToHostWhosePeerFailedAtTheCallAbortsTheCommunicator) {
   REQUIRE_GPUS(2);
-  const LaunchRun run =
-      launch("-n 2 -- " + probe + " fail-part-way gather",
-             "LD_PRELOAD='" NCCL_FAULT
-             "' GPUXFER_TEST_FAIL_NCCL_AS=remote COMM_PROBE_CALL_AGAIN=1 "
-             "GPUXFER_TIMEOUT=40 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo");
+  const LaunchRun run = fail_part_way("gather", "GPUXFER_TEST_FAIL_NCCL_AS=remote COMM_PROBE_CALL_AGAIN=1");
   EXPECT_EQ(run.code, 1) << run.output;
   const std::string failed = line_of(run, "[1] rank 1 of 2: failed after ");
   EXPECT_NE(failed.find("gpuxfer comm_error: "), std::string::npos) << run.output;

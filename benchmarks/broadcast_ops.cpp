@@ -143,7 +143,7 @@ std::vector<OpSpec> broadcast_ops() {
              return measure_against(b, host_case(b, data, HostBroadcastPath::automatic),
                                     host_case(b, data, HostBroadcastPath::automatic, true));
            },
-       .target = 0.98},
+       .target = stream_form_target},
       device_op("bcast_device", "broadcast_from_device(0), automatic path (steady_clock)",
                 DeviceBroadcastPath::automatic, 1.0),
       device_op("bcast_device_nccl", "broadcast_from_device(0, DeviceBroadcastPath::nccl) (steady_clock)",
@@ -161,7 +161,7 @@ std::vector<OpSpec> broadcast_ops() {
              return measure_against(b, from_device_case(b, size, DeviceBroadcastPath::automatic),
                                     from_device_case(b, size, DeviceBroadcastPath::automatic, true));
            },
-       .target = 0.98},
+       .target = stream_form_target},
   };
 }
 

@@ -68,7 +68,7 @@ std::vector<OpSpec> copy_ops() {
             return measure_against(b, copy_case(b, size, CopyPath::peer),
                                    copy_case(b, size, CopyPath::peer, true));
           },
-          0.98),
+          stream_form_target),
   };
 }
 

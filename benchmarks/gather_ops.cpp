@@ -296,21 +296,21 @@ std::vector<OpSpec> gather_ops() {
        .bytes = all,
        .ceiling = {"gather"},
        .run = gather_stream,
-       .target = 0.98},
+       .target = stream_form_target},
       {.name = "gather_registered_stream",
        .what = "gather_into_async(registered, stream) + cudaStreamSynchronize: the stream-ordered form "
                "against gather_registered's blocking call (steady_clock)",
        .bytes = all,
        .ceiling = {"gather_registered"},
        .run = gather_registered_stream,
-       .target = 0.98},
+       .target = stream_form_target},
       {.name = "gather_to_device_stream",
        .what = "gather_to_device_async(0, stream) + cudaStreamSynchronize: the stream-ordered form "
                "against gather_to_device (steady_clock)",
        .bytes = all,
        .ceiling = {"gather_to_device"},
        .run = gather_to_device_stream,
-       .target = 0.98},
+       .target = stream_form_target},
       {.name = "latency_graph_4k",
        .what = "gather_into_async(pinned) of 4 KiB per device captured in a CUDA graph, replayed (launch + "
                "stream synchronise): latency against one raw 4 KiB copy + event per device, interleaved; "

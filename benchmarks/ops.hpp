@@ -59,6 +59,9 @@ struct OpSpec {
   bool time_target = false;
 };
 
+/// Issue 10's target for a stream-ordered form against its blocking call (its ceiling, interleaved with it).
+inline constexpr double stream_form_target = 0.98;
+
 /// Byte counting rules.
 [[nodiscard]] std::size_t bytes_all_devices(std::size_t size, std::size_t devices);  // size x devices
 [[nodiscard]] std::size_t bytes_payload(std::size_t size, std::size_t devices);      // size

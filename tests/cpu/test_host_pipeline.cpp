@@ -1,11 +1,15 @@
 // The host side of the pageable pipeline, without a GPU: a ChunkPlan cuts a transfer into chunks that
 // taper at the end where the pipeline waits on single workers, a CopyTeam runs its members on the workers
 // while the calling thread goes on (the members wait for it here, so a team that ran on the caller would
-// hang), joins them all, and a PipelineStop keeps the first failure and releases every waiter.
+// hang), joins them all, and queues all of its members or none when memory runs out; a PipelineStop keeps
+// the first failure and releases every waiter.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <future>
+#include <new>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -14,6 +18,7 @@
 
 #include <gpuxfer/testing/pattern.hpp>
 
+#include "allocation_fault.hpp"
 #include "engine/host_pipeline.hpp"
 #include "memory/host_copy_workers.hpp"
 
@@ -163,13 +168,78 @@ TEST(CpuCopyTeam, TheDestructorWaitsForEveryMember) {
 
 TEST(CpuCopyTeam, TheWorkersStillCopyAfterATeam) {
   HostCopyWorkers workers(3);
-  { CopyTeam team(workers, 3, [] {}); }
+  {
+    CopyTeam team(workers, 3, [] {});
+  }
   // 4 MiB over 3 workers and the caller: pieces of 1 MiB. The pattern has no period, so a piece copied to
   // another piece's place shows.
   std::vector<std::byte> src(std::size_t{4} << 20), dst(src.size(), std::byte{0xA5});
   pattern::fill_host(src, 7);
   workers.copy(dst.data(), src.data(), src.size());
   EXPECT_EQ(pattern::count_mismatches_host(dst, 7), 0u);
+}
+
+// Running out of memory while the members are queued (the task queue grows by a block every 16 tasks
+// here, so one of 64 members meets it): the constructor throws at once, and no member runs. Were some
+// queued and then waited for, as they wait for their caller here, the constructor would never return.
+TEST(CpuCopyTeam, AMemberThatCannotBeQueuedLeavesNoneQueuedAndThrows) {
+  HostCopyWorkers workers(4);
+  std::atomic<bool> go{false};
+  std::atomic<int> ran{0};
+  std::function<void()> member = [&] {
+    ++ran;
+    while (!go.load()) std::this_thread::yield();
+  };
+  auto construction = std::async(std::launch::async, [&] {
+    const AllocationFault fault(0);
+    try {
+      const CopyTeam team(workers, 64, std::move(member));
+    } catch (const std::bad_alloc&) {
+      return fault.thrown();
+    }
+    return std::size_t{0};
+  });
+  const bool returned = construction.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  go = true;  // lets the members a hung constructor waits for go, so the test ends either way
+  EXPECT_TRUE(returned) << "the constructor waits for members that wait for its caller";
+  EXPECT_GT(construction.get(), 0u) << "nothing ran out of memory: the test proves nothing here";
+  EXPECT_EQ(ran.load(), 0);
+  std::atomic<int> finished{0};
+  {
+    const CopyTeam team(workers, 4, [&] { ++finished; });
+  }
+  EXPECT_EQ(finished.load(), 4);  // the workers are all still there
+}
+
+// The same for a copy split over 20 workers: it throws, and no piece is left queued. Each piece's task
+// allocates, so the eleventh fails with ten queued; those would run at the next wake-up of the workers,
+// copy after the call has returned and count down its latch, which is gone. The copy runs on a thread of its
+// own, ended before the workers wake, so that such pieces write to no live stack.
+TEST(CpuHostCopyWorkers, ACopyWhosePiecesCannotBeQueuedLeavesNoneQueuedAndThrows) {
+  HostCopyWorkers workers(20);
+  std::vector<std::byte> src(std::size_t{32} << 20), dst(src.size(), std::byte{0xA5});
+  pattern::fill_host(src, 11);
+  bool threw = false;
+  std::size_t thrown = 0;
+  std::thread([&] {
+    const AllocationFault fault(10);
+    try {
+      workers.copy(dst.data(), src.data(), src.size());
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    thrown = fault.thrown();
+  }).join();
+  EXPECT_TRUE(threw);
+  EXPECT_GT(thrown, 0u) << "nothing ran out of memory: the test proves nothing here";
+  {
+    const CopyTeam wake(workers, 20, [] {});
+  }  // every worker wakes, and runs what was queued first
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), std::byte{0xA5}), static_cast<std::ptrdiff_t>(dst.size()))
+      << "pieces of the failed copy ran after it";
+  workers.copy(dst.data(), src.data(), src.size());
+  EXPECT_EQ(pattern::count_mismatches_host(dst, 11), 0u);
 }
 
 TEST(CpuPipelineStop, KeepsTheFirstFailureAndReleasesWaiters) {

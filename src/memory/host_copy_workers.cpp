@@ -27,8 +27,8 @@ HostCopyWorkers::HostCopyWorkers(unsigned threads, const std::vector<int>& cpus)
   for (unsigned i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { run(); });
     if (!cpus.empty() && pthread_setaffinity_np(workers_.back().native_handle(), sizeof set, &set) != 0) {
-      GPUXFER_LOG(warn, "a host copy thread could not be placed on its node's " + std::to_string(cpus.size()) +
-                            " CPUs: it runs anywhere");
+      GPUXFER_LOG(warn, "a host copy thread could not be placed on its node's " +
+                            std::to_string(cpus.size()) + " CPUs: it runs anywhere");
     }
   }
 }
@@ -49,34 +49,44 @@ void HostCopyWorkers::run() {
       wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
-      tasks_.pop();
+      tasks_.pop_front();
     }
     task();
   }
 }
 
-void HostCopyWorkers::post(std::function<void()> task) {
-  {
-    std::lock_guard lock(mutex_);
-    tasks_.push(std::move(task));
+template <class Make>
+void HostCopyWorkers::queue_all(std::size_t count, const Make& make) {
+  // A task queued and then left behind by a throw would run after its caller has gone on.
+  const std::size_t before = tasks_.size();
+  try {
+    for (std::size_t i = 0; i < count; ++i) tasks_.push_back(make(i));
+  } catch (...) {
+    while (tasks_.size() > before) tasks_.pop_back();
+    throw;
   }
-  wake_.notify_one();
 }
 
+void HostCopyWorkers::post(std::size_t copies, const std::function<void()>& task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_all(copies, [&](std::size_t) { return task; });
+  }
+  if (copies == 1) {
+    wake_.notify_one();
+  } else {
+    wake_.notify_all();
+  }
+}
+
+// All members are queued or none: members that were queued and then waited for would wait for this
+// thread, which is still in the constructor (a pipeline's members wait for the chunks its caller queues).
 CopyTeam::CopyTeam(HostCopyWorkers& workers, std::size_t members, std::function<void()> member)
     : member_(std::move(member)), left_(static_cast<std::ptrdiff_t>(members)) {
-  for (std::size_t i = 0; i < members; ++i) {
-    try {
-      workers.post([this] {
-        member_();
-        left_.count_down();
-      });
-    } catch (...) {  // out of memory queuing: the members queued run, the others never will
-      left_.count_down(static_cast<std::ptrdiff_t>(members - i));
-      left_.wait();
-      throw;
-    }
-  }
+  workers.post(members, [this] {
+    member_();
+    left_.count_down();
+  });
 }
 
 void CopyTeam::join() noexcept {
@@ -99,14 +109,14 @@ void HostCopyWorkers::copy(void* dst, const void* src, std::size_t bytes) {
   std::latch done(static_cast<std::ptrdiff_t>(pieces - 1));
   {
     std::lock_guard lock(mutex_);
-    for (std::size_t i = 1; i < pieces; ++i) {
-      const std::size_t begin = std::min(bytes, i * step);
-      const std::size_t end = i + 1 == pieces ? bytes : std::min(bytes, begin + step);
-      tasks_.push([=, &done] {
+    queue_all(pieces - 1, [&](std::size_t k) {
+      const std::size_t begin = std::min(bytes, (k + 1) * step);
+      const std::size_t end = k + 2 == pieces ? bytes : std::min(bytes, begin + step);
+      return std::function<void()>([=, &done] {
         if (end > begin) copy_streaming(d + begin, s + begin, end - begin);
         done.count_down();
       });
-    }
+    });
   }
   wake_.notify_all();
   copy_streaming(d, s, std::min(bytes, step));

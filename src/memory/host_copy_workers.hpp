@@ -4,10 +4,10 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <latch>
 #include <mutex>
-#include <queue>
 #include <thread>
 #include <vector>
 
@@ -29,15 +29,19 @@ class HostCopyWorkers {
   /// The number of worker threads.
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
 
-  /// Queues @p task to run once on a worker. For CopyTeam.
-  void post(std::function<void()> task);
+  /// Queues @p copies runs of @p task on the workers, all of them or, when memory runs out, none (then
+  /// throws std::bad_alloc). For CopyTeam.
+  void post(std::size_t copies, const std::function<void()>& task);
 
  private:
   void run();
+  // Queues make(i) for i < count, or nothing if one throws; with mutex_ held, so no worker has taken any.
+  template <class Make>
+  void queue_all(std::size_t count, const Make& make);
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::queue<std::function<void()>> tasks_;
+  std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
   std::vector<std::jthread> workers_;
 };

@@ -43,6 +43,12 @@
 //                    16 MiB from rank 0, fails (nccl_fault, LD_PRELOAD): rank 1 must throw its own error at
 //                    once (exit 1), not wait for the timeout; with COMM_PROBE_CALL_AGAIN set, rank 1 then
 //                    makes the call again and prints what it threw
+//   release-after-timeout
+//                    a world of one: a kernel spinning 15 s on the legacy default stream (not gpuxfer's work)
+//                    holds up a blocking broadcast_from_host, which must fail with comm_error within
+//                    GPUXFER_TIMEOUT; releasing the communicator after that must end within the timeout too,
+//                    well before the kernel does; prints "rank 0 of 1: released after a timeout: ..." and
+//                    exits 0, else prints what took too long and exits 1
 //   exit-early R     rank R joins the rendezvous (rank 0 with a real NCCL id) and exits before NCCL; the
 //   others create their
 //                    Communicator, which must fail (exit 1, printing the error)
@@ -936,6 +942,39 @@ int exit_early(int leaver) {
 }
 
 // Every rank on device 0: the rendezvous refuses the job before NCCL sees it, naming two ranks and the GPU.
+int release_after_timeout() {
+  constexpr std::uint64_t kernel_ns = 15'000'000'000;
+  constexpr double bound_ms = 8000;  // GPUXFER_TIMEOUT (2 s in the test) and a margin, far below the kernel
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  std::optional<Communicator> comm(Communicator::from_environment());
+  cuda_check(cudaSetDevice(comm->device()), "cudaSetDevice");
+  DeviceMemory recv(comm->device(), bytes);
+  DeviceMemory spun(comm->device(), 64);
+  const std::vector<std::byte> data(bytes, std::byte{3});
+  comm->broadcast_from_host(data, recv.get(), bytes, 0);  // once whole: staging and segments made
+  gpuxfer::pattern::fill_device_slow(spun.get(), 64, 1, kernel_ns, cudaStreamLegacy);
+  using ms = std::chrono::duration<double, std::milli>;
+  auto start = std::chrono::steady_clock::now();
+  std::string thrown = "nothing";
+  try {
+    comm->broadcast_from_host(data, recv.get(), bytes, 0);
+  } catch (const gpuxfer::Error& e) {
+    thrown = e.code() == gpuxfer::Errc::comm_error ? "comm_error" : e.what();
+  }
+  const double failed_ms = ms(std::chrono::steady_clock::now() - start).count();
+  start = std::chrono::steady_clock::now();
+  comm.reset();
+  const double released_ms = ms(std::chrono::steady_clock::now() - start).count();
+  const bool ok = thrown == "comm_error" && failed_ms < bound_ms && released_ms < bound_ms;
+  std::printf(
+      "rank 0 of 1: %s after a timeout: the call threw %s after %.0f ms, the release took %.0f ms (the "
+      "kernel spins %.0f ms)\n",
+      ok ? "released" : "FAILED: not released in time", thrown.c_str(), failed_ms, released_ms,
+      static_cast<double>(kernel_ns) / 1e6);
+  std::fflush(stdout);
+  return ok ? 0 : 1;  // recv and spun are freed after the kernel: cudaFree waits for it
+}
+
 int one_gpu() {
   gpuxfer::CommunicatorOptions options;
   options.device = 0;
@@ -957,6 +996,7 @@ int main(int argc, char** argv) try {
     return first_host_operation(argc > 2 && std::string(argv[2]) == "separate-nodes");
   if (mode == "let-go-behind-producer") return let_go_behind_producer();
   if (mode == "fail-part-way" && argc > 2) return fail_part_way(argv[2]);
+  if (mode == "release-after-timeout") return release_after_timeout();
   std::fprintf(stderr, "comm_probe: unknown mode '%s'\n", mode.c_str());
   return 2;
 } catch (const gpuxfer::Error& e) {

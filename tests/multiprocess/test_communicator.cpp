@@ -3,8 +3,9 @@
 // through the shared segment, and with each rank a node of its own over NCCL), the operations that need no
 // host wait captured into a CUDA graph and replayed, and a rank that leaves before NCCL
 // (the other fails within GPUXFER_TIMEOUT, naming it), two ranks on one GPU (refused, naming both), a
-// first host operation that waits for no GPU work, and a blocking host operation whose NCCL work fails
-// part-way between nodes (that rank throws its own error at once). Skips, saying why, without enough GPUs.
+// first host operation that waits for no GPU work, a blocking host operation whose NCCL work fails
+// part-way between nodes (that rank throws its own error at once), and a communicator released after a
+// timeout that the caller's kernel caused (within the timeout). Skips, saying why, without enough GPUs.
 #include <chrono>
 #include <string>
 
@@ -179,6 +180,15 @@ TEST(CommunicatorGpu, AFirstHostOperationOnOneNodeWaitsForNoGpuWork) {
 TEST(CommunicatorGpu, AWorldOfOneLetsGoOfASegmentWithoutWaitingForGpuWork) {
   REQUIRE_GPUS(1);
   expect_job_passes(1, "let-go-behind-producer", "GPUXFER_TIMEOUT=60", "letting go of segments, ");
+}
+
+// A blocking broadcast_from_host held up past the timeout by a kernel on the legacy default stream (the
+// caller's work, not gpuxfer's): the call fails with comm_error, and releasing the communicator then ends
+// within the timeout too instead of waiting for the kernel (its stream waits for that kernel, and cudaFree
+// waits for the device).
+TEST(CommunicatorGpu, AWorldOfOneReleasedAfterATimeoutDoesNotWaitForTheCallersKernel) {
+  REQUIRE_GPUS(1);
+  expect_job_passes(1, "release-after-timeout", "GPUXFER_TIMEOUT=2", "released after a timeout: ");
 }
 
 TEST(CommunicatorGpu, AWorldOfTwoLetsGoOfSegmentsWithoutWaitingForGpuWork) {

@@ -101,7 +101,12 @@ class Communicator {
                                                   const CommunicatorOptions& options = {});
 
   /// Waits for the last operation (a stream-ordered one may still be queued) within the timeout, else
-  /// aborts; then releases the NCCL communicator: finalised within the timeout, else aborted. Never throws.
+  /// aborts; then for the communicator's own streams within the timeout; then releases the NCCL
+  /// communicator: finalised within the timeout, else aborted. Where its streams still wait past the timeout
+  /// for work that is not gpuxfer's (a blocking call that timed out behind a kernel on the legacy default
+  /// stream, say), the communicator is aborted and its memory left allocated, with a warning, rather than
+  /// freed under copies that may still run (cudaFree would wait for that work). Never throws. Move
+  /// assignment releases the old communicator the same way.
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;

@@ -3,8 +3,12 @@
 #include <gpuxfer/communicator.hpp>
 #include <gpuxfer/detail/device_guard.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include <nccl.h>
 
@@ -12,12 +16,14 @@
 
 #include "comm/comm_launch.hpp"
 #include "comm/communicator_state.hpp"
+#include "comm/deadline.hpp"
 #include "comm/host_transfer.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
 #include "node/environment.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"
+#include "runtime/log.hpp"
 
 namespace gpuxfer {
 namespace detail {
@@ -32,10 +38,29 @@ void PinnedFree::operator()(void* ptr) const noexcept {
   (void)handled(cudaFreeHost(ptr));
 }
 
-CommunicatorState::~CommunicatorState() {
+namespace {
+
+// Whether @p stream has no work left, or none within @p deadline (polled: no wait on the device past it).
+// A stream CUDA cannot query any more (a sticky error) runs nothing more either.
+bool drained(cudaStream_t stream, const Deadline& deadline) noexcept {
+  if (stream == nullptr) return true;
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status != cudaErrorNotReady) {
+      (void)handled(status);
+      return true;
+    }
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+
+bool CommunicatorState::settle() noexcept {
   // The last operation may still be queued on a caller's stream, behind a peer that failed: waited for
-  // within the timeout, else the communicator is aborted (which ends its queued work), so that the waits
-  // below end too.
+  // within the timeout, else the communicator is aborted (which ends its queued work), so that the wait
+  // below ends too, unless the streams wait for work of the caller's.
   if (last && comm.usable()) {
     try {
       comm.wait(*last, "releasing the communicator", other_ranks(rank, world_size));
@@ -43,13 +68,29 @@ CommunicatorState::~CommunicatorState() {
       comm.abort();  // wait() aborts on a timeout or NCCL's error; a CUDA error leaves it to this
     }
   }
-  if (stream.get() != nullptr && !(arena.empty() && mappings.empty())) {
-    const DeviceGuard guard(device, std::nothrow);
-    const RelaxedCapture relaxed;
-    (void)handled(cudaStreamSynchronize(stream.get()));
-  }
+  const DeviceGuard guard(device, std::nothrow);
+  const RelaxedCapture relaxed;
+  const Deadline deadline(timeout);
+  return drained(stream.get(), deadline) && drained(down.get(), deadline);
+}
+
+CommunicatorState::~CommunicatorState() {
   arena.clear();
   mappings.clear();
+}
+
+void release(std::unique_ptr<CommunicatorState>& state) noexcept {
+  if (state && !state->settle()) {
+    state->comm.abort();  // the peers fail now rather than wait for a finalise that never comes
+    GPUXFER_LOG(warn,
+                state->where + ": released while its streams still wait, past " +
+                    Deadline(state->timeout).describe() +
+                    ", for work that is not its own (the caller's, on the stream of a call or the legacy "
+                    "default stream): its device and host memory stays allocated, rather than freed "
+                    "under copies that may still run");
+    (void)state.release();  // left allocated on purpose, see above
+  }
+  state.reset();
 }
 
 namespace {
@@ -193,9 +234,15 @@ Communicator Communicator::from_exchange(int rank, int world_size, int local_ran
 }
 
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorState> state) noexcept : state_(std::move(state)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { detail::release(state_); }
 Communicator::Communicator(Communicator&&) noexcept = default;
-Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    detail::release(state_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
 int Communicator::rank() const noexcept { return state_->rank; }
 int Communicator::world_size() const noexcept { return state_->world_size; }

@@ -87,12 +87,22 @@ struct CommunicatorState {
   SegmentMappings mappings;
 
   CommunicatorState() = default;
-  /// Waits for the last operation (bounded: the communicator is aborted past the timeout) and for the
-  /// stream (after a failure a copy into a segment may still be queued on it), then lets go of the
-  /// segments: the arena's entries that no result holds, and the mappings.
+  /// Waits for the last operation (bounded: the communicator is aborted past the timeout), then for the
+  /// state's streams (after a failure a copy into a segment may still be queued on them), at most the
+  /// timeout. False when they still have work then: work of the caller's that they wait for, which may
+  /// never end. The state must then not be destroyed: its memory would be freed under copies that may
+  /// still run, and cudaFree and cudaHostUnregister would wait for that work. Never throws.
+  [[nodiscard]] bool settle() noexcept;
+  /// Lets go of the segments (the arena's entries that no result holds, and the mappings) and the rest.
+  /// Waits for the device only where settle() said the streams are done (see release).
   ~CommunicatorState();
   CommunicatorState(const CommunicatorState&) = delete;
   CommunicatorState& operator=(const CommunicatorState&) = delete;
 };
+
+/// Destroys @p state once it settled (CommunicatorState::settle); else aborts its communicator and leaves it
+/// allocated (logged), so that the release is bounded by the timeouts whatever the caller's work does.
+/// What Communicator's destructor and move assignment do. Never throws.
+void release(std::unique_ptr<CommunicatorState>& state) noexcept;
 
 }  // namespace gpuxfer::detail

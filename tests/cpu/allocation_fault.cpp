@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "gpuxfer/options.hpp"
+
 namespace gpuxfer::test {
 namespace {
 
@@ -40,6 +42,15 @@ AllocationFault::AllocationFault(std::size_t skip) noexcept { fault = FaultState
 AllocationFault::~AllocationFault() { fault.armed = false; }
 
 std::size_t AllocationFault::thrown() const noexcept { return fault.thrown; }
+
+bool allocation_faults_reach_the_library() {
+  const AllocationFault fault(0);
+  try {
+    (void)parse_device_list("0,1");  // its vector is allocated inside the library
+  } catch (const std::bad_alloc&) {
+  }
+  return fault.thrown() > 0;
+}
 
 }  // namespace gpuxfer::test
 

@@ -183,6 +183,7 @@ TEST(CpuCopyTeam, TheWorkersStillCopyAfterATeam) {
 // here, so one of 64 members meets it): the constructor throws at once, and no member runs. Were some
 // queued and then waited for, as they wait for their caller here, the constructor would never return.
 TEST(CpuCopyTeam, AMemberThatCannotBeQueuedLeavesNoneQueuedAndThrows) {
+  if (!allocation_faults_reach_the_library()) GTEST_SKIP() << library_allocates_on_its_own;
   HostCopyWorkers workers(4);
   std::atomic<bool> go{false};
   std::atomic<int> ran{0};
@@ -216,6 +217,7 @@ TEST(CpuCopyTeam, AMemberThatCannotBeQueuedLeavesNoneQueuedAndThrows) {
 // copy after the call has returned and count down its latch, which is gone. The copy runs on a thread of its
 // own, ended before the workers wake, so that such pieces write to no live stack.
 TEST(CpuHostCopyWorkers, ACopyWhosePiecesCannotBeQueuedLeavesNoneQueuedAndThrows) {
+  if (!allocation_faults_reach_the_library()) GTEST_SKIP() << library_allocates_on_its_own;
   HostCopyWorkers workers(20);
   std::vector<std::byte> src(std::size_t{32} << 20), dst(src.size(), std::byte{0xA5});
   pattern::fill_host(src, 11);

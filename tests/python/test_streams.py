@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gpuxfer
+import numpy as np
 import pytest
 from gpuxfer import stream_handle
-from gpuxfer._arrays import DeviceMemory
+from gpuxfer._arrays import DeviceMemory, _stream_of
 
 
 class TorchLikeStream:  # torch.cuda.Stream carries .cuda_stream
@@ -41,6 +42,35 @@ class BadProtocolStream:
 )
 def test_every_kind_of_stream_gives_its_handle(stream, handle):
     assert stream_handle(stream) == handle
+
+
+class NumpyProtocolStream:  # a __cuda_stream__ whose handle is a numpy integer
+    def __cuda_stream__(self):
+        return (0, np.uint64(0x7F00_3000))
+
+
+@pytest.mark.parametrize(
+    "stream, handle",
+    [
+        (np.uint64(7), 7),
+        (np.int64(7), 7),
+        (np.uint64(2), 2),
+        (np.uint64((1 << 64) - 1), (1 << 64) - 1),
+        (NumpyProtocolStream(), 0x7F00_3000),
+    ],
+)
+def test_numpy_integers_are_handles_as_in_a_cuda_array_interface(stream, handle):
+    # operator.index, as __cuda_array_interface__'s stream is read (_arrays._stream_of)
+    assert stream_handle(stream) == handle
+    assert type(stream_handle(stream)) is int
+    if isinstance(stream, np.integer):
+        assert _stream_of({"stream": stream}) == handle
+
+
+@pytest.mark.parametrize("stream", [np.int64(-1), np.bool_(True), np.float64(7.0), np.array([7], np.uint64)])
+def test_numpy_values_that_are_no_handle_are_invalid_arguments(stream):
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="stream"):
+        stream_handle(stream)
 
 
 @pytest.mark.parametrize("stream", [-1, 1 << 64, True, "0", 1.5, object(), BadProtocolStream()])

@@ -153,8 +153,8 @@ class GatherPiece:
     def size(self) -> int: ...
     def __iter__(self) -> Iterator[int]: ...
 
-# stream=: a torch.cuda.Stream, a cupy.cuda.Stream, an int handle (0: the legacy default stream) or an
-# object with __cuda_stream__. None (the default) asks for the blocking or handle form.
+# stream=: a torch.cuda.Stream, a cupy.cuda.Stream, an int handle (0: the legacy default stream; a numpy
+# integer too) or an object with __cuda_stream__. None (the default) asks for the blocking or handle form.
 _Stream = Any
 
 class TransferHandle:

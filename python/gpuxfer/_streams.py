@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -14,15 +15,16 @@ def stream_handle(stream: Any) -> int:
     """The ``cudaStream_t`` value of ``stream`` as an int.
 
     Accepted: ``None`` (the legacy default stream, 0), an int handle (0 = legacy default, 1 =
-    ``cudaStreamLegacy``, 2 = ``cudaStreamPerThread``), an object with ``__cuda_stream__`` (the CUDA Python
-    protocol: a method or attribute giving ``(version, handle)``), a ``torch.cuda.Stream`` (``.cuda_stream``)
-    or a ``cupy.cuda.Stream`` (``.ptr``). Reading the handle touches no GPU.
+    ``cudaStreamLegacy``, 2 = ``cudaStreamPerThread``; any integer ``operator.index`` takes, such as
+    ``np.uint64``, as a ``__cuda_array_interface__``'s stream is read), an object with ``__cuda_stream__``
+    (the CUDA Python protocol: a method or attribute giving ``(version, handle)``), a ``torch.cuda.Stream``
+    (``.cuda_stream``) or a ``cupy.cuda.Stream`` (``.ptr``). Reading the handle touches no GPU.
     """
     if stream is None:
         return 0
     if isinstance(stream, bool):
         raise InvalidArgumentError(f"stream: expected a CUDA stream, got {stream!r}")
-    if isinstance(stream, int):
+    if isinstance(stream, int) or hasattr(type(stream), "__index__"):
         return _checked(stream, "an int")
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
@@ -41,9 +43,13 @@ def stream_handle(stream: Any) -> int:
 
 
 def _checked(handle: Any, source: str) -> int:
-    if not isinstance(handle, int) or isinstance(handle, bool) or handle < 0 or handle >= 1 << 64:
+    try:
+        value = -1 if isinstance(handle, bool) else operator.index(handle)
+    except TypeError:
+        value = -1
+    if not 0 <= value < 1 << 64:
         raise InvalidArgumentError(f"stream: {source} gave {handle!r}, not a stream handle")
-    return handle
+    return value
 
 
 LEGACY_STREAMS = (0, 1)  # 0 and cudaStreamLegacy: the stream the C++ blocking forms start after

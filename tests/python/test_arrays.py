@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import gpuxfer
 import numpy as np
 import pytest
@@ -55,6 +57,81 @@ def test_host_views_refuse_strided_and_read_only_memory():
         gpuxfer._gpuxfer._host_view(np.zeros((4, 4), np.uint8)[:, 1], False)
     with pytest.raises(TypeError, match="writable"):
         gpuxfer._gpuxfer._host_view(b"read only", True)
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLManagedTensor(ctypes.Structure):  # DLPack's unversioned struct, named "dltensor" in its capsule
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),  # none: this object owns the struct and the bytes
+    ]
+
+
+class FakeCudaDlpack:
+    """A DLPack producer that says its bytes (host bytes in truth, never touched) are on CUDA device 0."""
+
+    def __init__(self, nbytes=16):
+        self.memory = np.zeros(nbytes, np.uint8)
+        self.shape = (ctypes.c_int64 * 1)(nbytes)
+        self.tensor = _DLManagedTensor(
+            self.memory.ctypes.data, _DLDevice(2, 0), 1, _DLDataType(1, 8, 1), self.shape, None, 0, None, None
+        )
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, **_):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.tensor), b"dltensor", None)
+
+
+def _read_only(array):
+    array.setflags(write=False)
+    return array
+
+
+@pytest.mark.parametrize(
+    "array, writable, match",
+    [
+        (np.zeros((4, 4), np.uint8)[:, ::2], False, "C-contiguous"),
+        (np.zeros((4, 4), np.uint8)[:, ::2], True, "C-contiguous"),
+        (b"read only", True, "writable"),
+        (_read_only(np.zeros(4, np.uint8)), True, "writable"),
+        (FakeCudaDlpack(), False, "in host memory, got an array on DLPack device 2"),
+        (FakeCudaDlpack(), True, "in host memory, got an array on DLPack device 2"),
+        (object(), False, "buffer protocol or __dlpack__"),
+    ],
+)
+def test_host_array_errors_are_invalid_arguments_that_stay_type_errors(array, writable, match):
+    # As the device-tensor ones are (InvalidArgumentError, code invalid_argument), and a TypeError still,
+    # as they always were.
+    with pytest.raises(gpuxfer.InvalidHostArrayError, match=match) as caught:
+        gpuxfer._gpuxfer._host_view(array, writable)
+    error = caught.value
+    assert isinstance(error, gpuxfer.InvalidArgumentError) and isinstance(error, TypeError)
+    assert error.code == "invalid_argument" and match in error.message
+    assert str(error) == f"gpuxfer invalid_argument: {error.message}"
+
+
+def test_a_fake_cuda_dlpack_producer_reads_as_a_device_tensor():
+    # The producer above is what it says, so the errors it gives as a host array are about its device.
+    fake = FakeCudaDlpack(16)
+    assert device_memory(fake)[:3] == (fake.memory.ctypes.data, 16, 0)
 
 
 # --- __cuda_array_interface__'s read-only flag and stream, honoured by every operation --------------------

@@ -73,6 +73,21 @@ def test_host_arguments_are_checked(transfer):
         transfer.gather_into(b"read only")
 
 
+def test_host_argument_errors_are_invalid_arguments_with_a_code(transfer):
+    strided = np.zeros((4, 4), np.uint8)[:, ::2]
+    for call, match in (
+        (lambda: transfer.gather_into(strided), "C-contiguous"),
+        (lambda: transfer.gather_into(b"read only"), "writable"),
+        (lambda: transfer.broadcast(strided), "C-contiguous"),
+        (lambda: transfer.copy_buffer(0, 0, object()), "buffer protocol or __dlpack__"),
+        (lambda: gpuxfer.register_host(strided), "C-contiguous"),  # before the driver is asked
+    ):
+        with pytest.raises(gpuxfer.InvalidArgumentError, match=match) as caught:
+            call()
+        assert caught.value.code == "invalid_argument"
+        assert isinstance(caught.value, TypeError)  # as before
+
+
 def test_register_host_needs_the_driver():
     with pytest.raises(gpuxfer.NoDeviceError):
         gpuxfer.register_host(np.zeros(4096, np.uint8))

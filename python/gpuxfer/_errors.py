@@ -1,4 +1,5 @@
-"""gpuxfer's exceptions: one base class, one subclass per C++ ``gpuxfer::Errc`` code.
+"""gpuxfer's exceptions: one base class, one subclass per C++ ``gpuxfer::Errc`` code, and
+``InvalidHostArrayError``, the ``invalid_argument`` of a host array argument (a ``TypeError`` too).
 
 The extension module raises these for every ``gpuxfer::Error``; ``str(e)`` is the C++ ``what()``
 ("gpuxfer no_device: ..."), ``e.code`` the code's name and ``e.message`` the message without the prefix.
@@ -31,6 +32,13 @@ class InvalidArgumentError(Error, ValueError):
     """An argument is out of its domain (for example data larger than a destination)."""
 
     code = "invalid_argument"
+
+
+class InvalidHostArrayError(InvalidArgumentError, TypeError):
+    """A host array argument (``out``, ``data``, ``register_host``'s array) is not C-contiguous host memory
+    (the buffer protocol or DLPack of the CPU or of CUDA host memory), or is read-only where the call
+    writes it. No copy is made instead. A ``TypeError`` too, as these errors were before they had a code;
+    ``BY_CODE`` keeps ``InvalidArgumentError`` for the code."""
 
 
 class InvalidBufferError(Error, ValueError):

@@ -2,6 +2,7 @@
 #include "host_memory.hpp"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <nanobind/stl/string.h>
@@ -30,21 +31,27 @@ bool compact(const Array& a) {
   return true;
 }
 
+// Raises gpuxfer.InvalidHostArrayError: an InvalidArgumentError (code invalid_argument), as a device
+// tensor that is no C-contiguous CUDA memory gives, and a TypeError, as these errors were before.
+[[noreturn]] void refuse(const std::string& message) {
+  nb::object cls = nb::module_::import_("gpuxfer._errors").attr("InvalidHostArrayError");
+  nb::object error = cls(message);  // worded as the C++ errors are: "gpuxfer invalid_argument: ..."
+  PyErr_SetObject(cls.ptr(), error.ptr());
+  throw nb::python_error();
+}
+
 template <typename Array>
 HostView view_of(nb::handle obj, const char* what) {
   Array a;
   if (!nb::try_cast(obj, a, false)) {
-    throw nb::type_error((std::string("expected ") + what + " (buffer protocol or __dlpack__), got " +
-                          nb::cast<std::string>(nb::str(obj.type())))
-                             .c_str());
+    refuse(std::string("expected ") + what + " (buffer protocol or __dlpack__), got " +
+           nb::cast<std::string>(nb::str(obj.type())));
   }
   if (a.device_type() != dl_cpu && a.device_type() != dl_cuda_host) {
-    throw nb::type_error((std::string("expected ") + what +
-                          " in host memory, got an array on DLPack device " + std::to_string(a.device_type()))
-                             .c_str());
+    refuse(std::string("expected ") + what + " in host memory, got an array on DLPack device " +
+           std::to_string(a.device_type()));
   }
-  if (!compact(a))
-    throw nb::type_error("expected a C-contiguous host array: no copy is made behind your back");
+  if (!compact(a)) refuse("expected a C-contiguous host array: no copy is made behind your back");
   HostView view;
   view.data = static_cast<std::byte*>(const_cast<void*>(static_cast<const void*>(a.data())));
   view.bytes = a.nbytes();

@@ -28,8 +28,8 @@ struct HostView {
 };
 
 /// A C-contiguous host array (numpy, a CPU tensor, bytes, bytearray, memoryview...) as bytes.
-/// @throws nb::type_error when @p obj is not host memory, or not contiguous, or read-only while
-///         @p writable
+/// @throws nb::python_error (gpuxfer.InvalidHostArrayError: an InvalidArgumentError and a TypeError)
+///         when @p obj is not host memory, or not contiguous, or read-only while @p writable
 [[nodiscard]] HostView host_view(nb::handle obj, bool writable);
 
 }  // namespace gpuxfer::python

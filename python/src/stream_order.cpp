@@ -2,6 +2,7 @@
 #include "stream_order.hpp"
 
 #include <cstdint>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -88,6 +89,27 @@ class ScopedEvent {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// Waits, the GIL released, for the work queued so far where StreamMark(@p stream, @p legacy_ordinals)
+// would have marked it, when it could not: what that work uses cannot be kept behind a mark. Nothing to
+// wait for on a capturing stream (its work runs when the graph does). A failed wait is not reported: the
+// caller raises the mark's error.
+void wait_unmarked(cudaStream_t stream, std::span<const int> legacy_ordinals) noexcept {
+  const AnyContext context;
+  nb::gil_scoped_release gil;
+  const RelaxedCapture relaxed;  // not capturing: another thread's global-mode capture may refuse it
+  auto wait = [](cudaStream_t s) {
+    if (!capturing(s) && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
+  };
+  if (!stands_for_devices(stream)) {
+    wait(stream);
+    return;
+  }
+  for (int ordinal : legacy_ordinals) {
+    const CurrentDevice on(ordinal, std::nothrow);
+    if (on.entered()) wait(stream == cudaStreamPerThread ? cudaStreamPerThread : cudaStreamLegacy);
+  }
+}
 
 }  // namespace
 
@@ -206,6 +228,17 @@ KeptObjects::~KeptObjects() {
   if (after_ == nullptr) return;
   const AnyContext context;
   (void)cudaStreamDestroy(after_);
+}
+
+void KeptObjects::keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects) {
+  try {
+    if (kept_.size() == kept_.capacity()) kept_.reserve(kept_.empty() ? 8 : 2 * kept_.capacity());
+    StreamMark mark(stream, legacy_ordinals);
+    kept_.push_back({std::move(mark), std::move(objects)});  // no throw: room was made
+  } catch (...) {
+    wait_unmarked(stream, legacy_ordinals);  // @p objects still held
+    throw;
+  }
 }
 
 void KeptObjects::keep_after(const TransferHandle& handle, int ordinal, nb::object objects) {

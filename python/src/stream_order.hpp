@@ -121,11 +121,11 @@ class KeptObjects {
   KeptObjects& operator=(const KeptObjects&) = delete;
 
   /// Keeps @p objects until @p stream gets past its work queued so far (legacy default stream: that of
-  /// each of @p legacy_ordinals).
-  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
-  void keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects) {
-    kept_.push_back({StreamMark(stream, legacy_ordinals), std::move(objects)});
-  }
+  /// each of @p legacy_ordinals). When they cannot be kept, that work is waited for first (the GIL
+  /// released; as StreamMark would mark it), so that a caller who drops them on the error frees nothing
+  /// still queued.
+  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events, std::bad_alloc
+  void keep(cudaStream_t stream, std::span<const int> legacy_ordinals, nb::object objects);
   /// Keeps @p objects until the operation of @p handle (whose Python handle was dropped before it was
   /// done) is: a stream of its own, on device @p ordinal, waits for the operation, and is marked. The
   /// handle itself may go: its pinned memory returns to the pool once the GPU is done with it.

@@ -88,7 +88,8 @@ struct Transfer {
   /// registered or retired pair until @p stream gets past the call. Call it while the call is still
   /// counted in flight (an InFlight around both): a pair replaced or cleared by another thread during the
   /// call is in retired only until the last operation in flight ends.
-  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events
+  /// @throws Error(Errc::cuda_error) when CUDA refuses the mark's events, once the call's work on
+  ///         @p stream is done (KeptObjects::keep waits for it, so nothing queued is left unkept)
   void keep_until(cudaStream_t stream, nb::object used) {
     kept.keep(stream, ordinals, pairs_and(std::move(used)));
   }

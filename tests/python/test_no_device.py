@@ -5,6 +5,8 @@ Skipped where a GPU is present (the GPU tests cover those paths there).
 
 from __future__ import annotations
 
+import weakref
+
 import gpuxfer
 import numpy as np
 import pytest
@@ -96,3 +98,24 @@ def test_register_host_needs_the_driver():
 def test_gather_slices_needs_a_device_it_can_tell(transfer):
     with pytest.raises(gpuxfer.InvalidArgumentError, match=r"pass \(device, tensor\)"):
         transfer.gather_slices([FakeCudaArray()], np.zeros(16, np.uint8))
+
+
+def test_a_finalizer_run_by_a_reap_may_call_back_into_the_transfer(transfer):
+    # With no device a stream-ordered broadcast on the legacy stream queues nothing: its mark has no
+    # events, so the next reap drops what it kept. Dropping the array below runs its finalizer inside
+    # that reap; the finalizer reaps again and keeps another array. Both must see a whole list: the
+    # second array is kept, then dropped by the next reap (a reap re-entered mid-erase lost its entry,
+    # leaking it, after destroying the first entry twice).
+    second = [np.zeros(16, np.uint8)]
+    second_alive = weakref.ref(second[0])
+    inner = []
+
+    class CallsBack(np.ndarray):
+        def __del__(self):
+            inner.append(transfer._kept)  # reaps
+            transfer.broadcast(second.pop(), stream=0)  # keeps
+
+    transfer.broadcast(np.zeros(16, np.uint8).view(CallsBack), stream=0)
+    assert transfer._kept == 1, "the finalizer's call was not kept"
+    assert inner == [0]
+    assert transfer._kept == 0 and second_alive() is None, "what the finalizer's call kept was not let go"

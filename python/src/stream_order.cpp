@@ -1,7 +1,9 @@
 // stream_arg, and the events of StreamMark.
 #include "stream_order.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <new>
 #include <string>
 #include <utility>
@@ -260,6 +262,21 @@ bool operation_done(const TransferHandle& handle) noexcept {
     return false;
   }
 }
+
+void KeptObjects::reap() noexcept {
+  // Swaps move the entries, dropping none; the ones passed are moved out, the list cut back (moved-from
+  // entries hold nothing), and only then are they dropped: a reap or keep of a finalizer sees a whole list.
+  const auto first_passed =
+      std::partition(kept_.begin(), kept_.end(), [](const Kept& k) { return !k.mark.passed(); });
+  std::vector<Kept> passed;
+  try {
+    passed.reserve(static_cast<std::size_t>(kept_.end() - first_passed));
+  } catch (...) {  // no room: kept until a later reap
+    return;
+  }
+  passed.insert(passed.end(), std::make_move_iterator(first_passed), std::make_move_iterator(kept_.end()));
+  kept_.erase(first_passed, kept_.end());
+}  // dropped here, the GIL held
 
 void KeptObjects::release() {
   // Taken out first: another thread may keep a call's objects while this one waits without the GIL.

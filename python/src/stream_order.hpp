@@ -131,10 +131,9 @@ class KeptObjects {
   /// handle itself may go: its pinned memory returns to the pool once the GPU is done with it.
   /// @throws Error(Errc::cuda_error) when CUDA refuses the stream, the wait or the mark
   void keep_after(const TransferHandle& handle, int ordinal, nb::object objects);
-  /// Drops what the streams have got past. Never blocks.
-  void reap() noexcept {
-    std::erase_if(kept_, [](const Kept& k) { return k.mark.passed(); });
-  }
+  /// Drops what the streams have got past. Never blocks. A finalizer run by the drop may call back into
+  /// this object (reap, keep): the objects are dropped only once they are out of the list.
+  void reap() noexcept;
   /// Waits (GIL released) for the streams of what is still kept, then drops it all (GIL held).
   void release();
   /// How many calls' objects are still kept.

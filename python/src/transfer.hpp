@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -74,7 +75,9 @@ struct Transfer {
 
   void begin() noexcept { ++in_flight; }
   void end() {
-    if (--in_flight == 0) retired.clear();
+    if (--in_flight != 0) return;
+    // Taken out before they are dropped: a finalizer may call back into this transfer (hold, end).
+    const std::vector<Held> dropped = std::exchange(retired, {});
   }
   void hold(std::size_t device, Held held) {
     if (registered[device].tensor.is_valid() && in_flight > 0)

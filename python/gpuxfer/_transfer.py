@@ -68,7 +68,14 @@ class Transfer(_gpuxfer._Transfer):
         legacy default stream; where that interface names another stream, that one first waits (on the GPU)
         for it. The registration keeps ``tensor`` and the stream object (not an int handle) alive until it is
         replaced or cleared. A read-only ``tensor`` is refused: broadcasts and copies write registered
-        buffers."""
+        buffers.
+
+        A registration whose stream is ``cudaStreamPerThread`` (``stream=2``, an interface's stream 2, or
+        cupy's current stream under ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``, whose ``.ptr`` is 2) keeps
+        CUDA's meaning at each operation, as in C++: it stands for the per-thread default stream, on the
+        tensor's device, of the thread that makes the operation, not of the thread that registered. A
+        gather from another thread then does not wait for the producer's work: register so only what the
+        threads that operate on the buffer produce on their own per-thread streams."""
         memory = device_memory(tensor, writes="set_device_buffer (broadcasts and copies write it)")
         if stream is None:
             stream = current_stream_of(tensor)

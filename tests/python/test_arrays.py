@@ -67,7 +67,7 @@ class _DLDataType(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
-class _DLManagedTensor(ctypes.Structure):  # DLPack's unversioned struct, named "dltensor" in its capsule
+class _DLTensor(ctypes.Structure):
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("device", _DLDevice),
@@ -76,28 +76,49 @@ class _DLManagedTensor(ctypes.Structure):  # DLPack's unversioned struct, named 
         ("shape", ctypes.POINTER(ctypes.c_int64)),
         ("strides", ctypes.POINTER(ctypes.c_int64)),
         ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):  # DLPack's unversioned struct, named "dltensor" in its capsule
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):  # DLPack 1.x, "dltensor_versioned", with flags
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
         ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),  # none: this object owns the struct and the bytes
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),  # bit 0: read-only
+        ("dl_tensor", _DLTensor),
     ]
 
 
 class FakeCudaDlpack:
-    """A DLPack producer that says its bytes (host bytes in truth, never touched) are on CUDA device 0."""
+    """A DLPack producer that says its bytes (host bytes in truth, never touched) are on CUDA device 0.
+    No deleters: this object owns the structs and the bytes. A read-only one exports versioned capsules
+    alone (an unversioned one cannot say read-only), as the protocol asks."""
 
-    def __init__(self, nbytes=16):
+    def __init__(self, nbytes=16, read_only=False):
         self.memory = np.zeros(nbytes, np.uint8)
+        self.read_only = read_only
         self.shape = (ctypes.c_int64 * 1)(nbytes)
-        self.tensor = _DLManagedTensor(
-            self.memory.ctypes.data, _DLDevice(2, 0), 1, _DLDataType(1, 8, 1), self.shape, None, 0, None, None
-        )
+        data = self.memory.ctypes.data
+        tensor = _DLTensor(data, _DLDevice(2, 0), 1, _DLDataType(1, 8, 1), self.shape, None, 0)
+        self.unversioned = _DLManagedTensor(tensor, None, None)
+        self.versioned = _DLManagedTensorVersioned(1, 0, None, None, 1 if read_only else 0, tensor)
 
     def __dlpack_device__(self):
         return (2, 0)
 
-    def __dlpack__(self, **_):
+    def __dlpack__(self, max_version=None, **_):
+        if max_version is None and self.read_only:
+            raise BufferError("read-only: ask for a versioned capsule")
         new = ctypes.pythonapi.PyCapsule_New
         new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self.tensor), b"dltensor", None)
+        if max_version is None:
+            return new(ctypes.addressof(self.unversioned), b"dltensor", None)
+        return new(ctypes.addressof(self.versioned), b"dltensor_versioned", None)
 
 
 def _read_only(array):
@@ -201,6 +222,26 @@ def test_a_read_only_array_is_refused_where_transfer_would_write_it(transfer, ca
             call()
     assert calls == []
     transfer.gather_slices([(0, read_only())], np.zeros(64, np.uint8))  # a source: read only
+    assert calls == [("_gather_slices", None)]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_dlpack_device_tensor_says_whether_it_is_read_only(read_only):
+    fake = FakeCudaDlpack(64, read_only=read_only)
+    assert device_memory(fake) == (fake.memory.ctypes.data, 64, 0, None, read_only)
+
+
+def test_a_read_only_dlpack_tensor_is_read_as_a_source_and_refused_where_written(transfer, calls):
+    # As a read-only __cuda_array_interface__ is: read where the call only reads it (gather_slices'
+    # slices), refused where it would write it, by its own name, not as "no CUDA tensor".
+    source = FakeCudaDlpack(64, read_only=True)
+    with pytest.raises(gpuxfer.InvalidArgumentError, match="x: out: .* is read-only .*DLPack"):
+        device_memory(source, writes="x: out")
+    for call in (lambda: transfer.gather_to_device(0, source), lambda: transfer.set_device_buffer(0, source)):
+        with pytest.raises(gpuxfer.InvalidArgumentError, match="read-only"):
+            call()
+    assert calls == []
+    transfer.gather_slices([(0, source)], np.zeros(64, np.uint8))
     assert calls == [("_gather_slices", None)]
 
 

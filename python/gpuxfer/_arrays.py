@@ -1,7 +1,8 @@
 """Device tensors as (pointer, bytes): DLPack (``__dlpack__``) first, ``__cuda_array_interface__`` second.
 
 No copy is ever made: a tensor that is not C-contiguous device memory is refused. An object read through
-DLPack that also has ``__cuda_array_interface__`` still gives that interface's stream and read-only flag.
+DLPack that also has ``__cuda_array_interface__`` still gives that interface's stream and read-only flag;
+it is read-only where either protocol says so.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class DeviceMemory(NamedTuple):
     nbytes: int
     device_id: int | None  # the CUDA ordinal, when the producer says
     stream: int | None  # the producer's stream from __cuda_array_interface__ v3, when given
-    readonly: bool = False  # __cuda_array_interface__'s data flag (DLPack refuses read-only arrays itself)
+    readonly: bool = False  # versioned DLPack's read-only flag, or __cuda_array_interface__'s data flag
 
 
 def device_memory(tensor: Any, writes: str | None = None) -> DeviceMemory:
@@ -27,8 +28,8 @@ def device_memory(tensor: Any, writes: str | None = None) -> DeviceMemory:
     memory = _memory_of(tensor)
     if writes is not None and memory.readonly:
         raise InvalidArgumentError(
-            f"{writes}: the {type(tensor).__name__} is read-only (its __cuda_array_interface__ says so), "
-            "and this call would write it"
+            f"{writes}: the {type(tensor).__name__} is read-only (its DLPack or __cuda_array_interface__ "
+            "says so), and this call would write it"
         )
     return memory
 
@@ -40,9 +41,9 @@ def _memory_of(tensor: Any) -> DeviceMemory:
         except TypeError as error:
             raise InvalidArgumentError(str(error)) from error
         if view is not None:
-            ptr, nbytes, _device_type, device_id = view
+            ptr, nbytes, _device_type, device_id, dlpack_readonly = view
             stream, readonly = _interface_flags(tensor)
-            return DeviceMemory(ptr, nbytes, device_id, stream, readonly)
+            return DeviceMemory(ptr, nbytes, device_id, stream, readonly or dlpack_readonly)
     cai = getattr(tensor, "__cuda_array_interface__", None)
     if cai is not None:
         return from_cuda_array_interface(cai)

@@ -23,8 +23,8 @@ class Communicator(_gpuxfer._Communicator):
     Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
     sizes, the ranks of a copy). Buffers are CUDA tensors or arrays (``__dlpack__`` or
     ``__cuda_array_interface__``, C-contiguous) on this rank's device; their bytes are what is moved,
-    whatever the dtype. One whose ``__cuda_array_interface__`` says read-only is refused
-    (``InvalidArgumentError``) where this rank would write it. Calls from several threads take turns, in
+    whatever the dtype. One whose ``__cuda_array_interface__`` (or versioned DLPack) says read-only is
+    refused (``InvalidArgumentError``) where this rank would write it. Calls from several threads take turns, in
     whichever order they come (which every rank must agree on, as NCCL requires): call from one thread.
 
     Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the

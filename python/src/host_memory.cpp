@@ -59,16 +59,25 @@ HostView view_of(nb::handle obj, const char* what) {
   return view;
 }
 
-// A DLPack tensor in device memory: (pointer, bytes, DLPack device type, device id), or None when @p obj
-// is no DLPack tensor of CUDA memory (the caller then tries __cuda_array_interface__).
+// A DLPack tensor in device memory: (pointer, bytes, DLPack device type, device id, read-only), or None
+// when @p obj is no DLPack tensor of CUDA memory (the caller then tries __cuda_array_interface__).
+// nanobind says read-only only by refusing a writable import: a tensor it imports read-only alone is one
+// whose (versioned) DLPack says so, read as a source and refused by the caller where it would be written.
 nb::object device_view(nb::handle obj) {
-  nb::ndarray<> a;
-  if (!nb::try_cast(obj, a, false)) return nb::none();
+  nb::ndarray<nb::ro> a;
+  bool readonly = false;
+  if (nb::ndarray<> writable; nb::try_cast(obj, writable, false)) {
+    a = nb::ndarray<nb::ro>(writable);
+  } else if (nb::try_cast(obj, a, false)) {
+    readonly = true;
+  } else {
+    return nb::none();
+  }
   if (a.device_type() != dl_cuda && a.device_type() != dl_cuda_managed) return nb::none();
   if (!compact(a))
     throw nb::type_error("expected a C-contiguous device tensor: no copy is made behind your back");
   return nb::make_tuple(reinterpret_cast<std::uintptr_t>(a.data()), a.nbytes(), a.device_type(),
-                        a.device_id());
+                        a.device_id(), readonly);
 }
 
 // register_host's result: the registration, the array it page-locks and that array's export (which

@@ -171,7 +171,7 @@ class FakeDlpackAndCudaArray(FakeCudaArray):
 
 
 def test_an_object_read_through_dlpack_keeps_its_interfaces_stream_and_flag(monkeypatch):
-    monkeypatch.setattr(gpuxfer._gpuxfer, "_device_view", lambda tensor: (0xBEEF_0000, 64, 2, 3))
+    monkeypatch.setattr(gpuxfer._gpuxfer, "_device_view", lambda tensor: (0xBEEF_0000, 64, 2, 3, False))
     memory = device_memory(
         FakeDlpackAndCudaArray(shape=(64,), typestr="|u1", stream=0x7F00, data=(0xBEEF_0000, True))
     )

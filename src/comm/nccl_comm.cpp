@@ -1,5 +1,8 @@
 #include "comm/nccl_comm.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include <gpuxfer/detail/device_guard.hpp>
@@ -10,6 +13,58 @@
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
+namespace {
+
+// The aborts still running, each on a thread of its own: ncclCommAbort frees the communicator's device
+// memory, and freeing waits for all of the device's work, the caller's too, which may not end for a long
+// time (a kernel of the caller's that waits for a peer that is gone), so the call that failed throws at
+// its timeout instead. Never destroyed: a thread may outlive the process's static objects. The process's
+// exit waits for those still running, at most the longest of their timeouts (ExitWait).
+class Aborts {
+ public:
+  void start(ncclComm_t comm, int device, std::chrono::milliseconds timeout) noexcept {
+    std::lock_guard lock(mutex_);
+    try {
+      std::thread([this, comm, device] {
+        {
+          const DeviceGuard guard(device, std::nothrow);
+          (void)ncclCommAbort(comm);
+        }
+        std::lock_guard done(mutex_);
+        --running_;
+        ended_.notify_all();
+      }).detach();
+    } catch (...) {  // no thread to be had: aborted here, waiting as it must
+      const DeviceGuard guard(device, std::nothrow);
+      (void)ncclCommAbort(comm);
+      return;
+    }
+    ++running_;
+    longest_ = std::max(longest_, timeout);
+  }
+
+  void wait_at_exit() noexcept {
+    std::unique_lock lock(mutex_);
+    (void)ended_.wait_for(lock, longest_, [&] { return running_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ended_;
+  int running_ = 0;
+  std::chrono::milliseconds longest_{0};
+};
+
+Aborts& aborts() {
+  static auto* const running = new Aborts;
+  return *running;
+}
+
+struct ExitWait {
+  ~ExitWait() { aborts().wait_at_exit(); }
+} exit_wait;
+
+}  // namespace
 
 std::string other_ranks(int rank, int world_size) {
   if (world_size == 2) return "rank " + std::to_string(1 - rank);
@@ -56,7 +111,6 @@ void NcclComm::release() noexcept {
   if (comm_ == nullptr) return;
   DeviceGuard guard(device_, std::nothrow);
   ncclComm_t comm = std::exchange(comm_, nullptr);
-  if (aborted_) return;  // ncclCommAbort freed it
   // Finalising waits for the peers' outstanding work; a dead peer would hold it forever: bounded.
   ncclResult_t state = ncclCommFinalize(comm);
   const Deadline deadline(timeout_);
@@ -69,7 +123,7 @@ void NcclComm::release() noexcept {
   } else {
     GPUXFER_LOG(warn, where_ + ": the NCCL communicator did not finalise (" + ncclGetErrorString(state) +
                           "); aborting it");
-    (void)ncclCommAbort(comm);
+    aborts().start(comm, device_, timeout_);
   }
 }
 
@@ -82,8 +136,7 @@ void NcclComm::check_usable(const std::string& what) const {
 
 void NcclComm::abort() noexcept {
   if (comm_ == nullptr || aborted_) return;
-  DeviceGuard guard(device_, std::nothrow);
-  (void)ncclCommAbort(comm_);
+  aborts().start(std::exchange(comm_, nullptr), device_, timeout_);
   aborted_ = true;
 }
 
@@ -94,6 +147,7 @@ void NcclComm::fail(const std::string& what, const std::string& why) {
 
 template <class Done>
 void NcclComm::poll(Done&& done, const std::string& what, const std::string& peers, const std::string& stalled) {
+  check_usable(what);
   const Deadline deadline(timeout_);
   // The host operations' exchanges of a few words take tens of microseconds: asked again at once (giving
   // the CPU to other threads) for the first 200 us, since a sleep also lasts the kernel's timer slack (50 us

@@ -55,9 +55,11 @@ class NcclComm {
   void wait(const Event& event, const std::string& what, const std::string& peers);
   /// As wait, @p stalled saying what held it up should the timeout pass.
   void wait(const Event& event, const std::string& what, const std::string& peers, const std::string& stalled);
-  /// Aborts the communicator (ncclCommAbort under its device): its queued operations end, the peers'
-  /// bounded waits see the failure, and every later call throws. For a rank that fails after its peers
-  /// queued work that waits for its own. Never throws.
+  /// Aborts the communicator: its queued operations end, the peers' bounded waits see the failure, and
+  /// every later call throws. For a rank that fails after its peers queued work that waits for its own.
+  /// Returns at once: ncclCommAbort runs on a thread of its own, since it frees device memory, which waits
+  /// for all of the device's work, the caller's too (the process's exit waits for it, at most the
+  /// timeout). Never throws.
   void abort() noexcept;
 
  private:

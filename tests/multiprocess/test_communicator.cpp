@@ -183,9 +183,9 @@ TEST(CommunicatorGpu, AWorldOfOneLetsGoOfASegmentWithoutWaitingForGpuWork) {
 }
 
 // A blocking broadcast_from_host held up past the timeout by a kernel on the legacy default stream (the
-// caller's work, not gpuxfer's): the call fails with comm_error, and releasing the communicator then ends
-// within the timeout too instead of waiting for the kernel (its stream waits for that kernel, and cudaFree
-// waits for the device).
+// caller's work, not gpuxfer's): the call fails with comm_error within the timeout, though ncclCommAbort
+// waits for that kernel (it frees device memory), and releasing the communicator then ends within the
+// timeout too instead of waiting for the kernel (its stream waits for it, and cudaFree waits for the device).
 TEST(CommunicatorGpu, AWorldOfOneReleasedAfterATimeoutDoesNotWaitForTheCallersKernel) {
   REQUIRE_GPUS(1);
   expect_job_passes(1, "release-after-timeout", "GPUXFER_TIMEOUT=2", "released after a timeout: ");

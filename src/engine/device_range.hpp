@@ -21,6 +21,8 @@ struct DeviceRange {
   std::size_t size = 0;
   std::vector<SharedEvent> ready;      // what must finish before the range is touched (OperationOrder)
   std::shared_ptr<BufferOrder> order;  // the registration's ordering state; null for caller memory
+  /// The stream the registration belongs to (its producer), as the operation's snapshot saw it.
+  cudaStream_t producer = cudaStreamLegacy;
   /// Set by OperationOrder::begin() when the operation's single copy of the range may run on the
   /// buffer's own stream (OperationOrder::add's OwnStream::allowed): that stream's order then covers the
   /// wait for its earlier work and its later work's wait for the copy. Null: a gpuxfer stream.

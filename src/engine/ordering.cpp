@@ -51,12 +51,6 @@ DeviceStreams& take_capture_streams(ManagerState& m, std::size_t device, unsigne
 
 }  // namespace
 
-void BufferOrder::inherit(BufferOrder& previous) {
-  std::lock_guard lock(previous.mutex_);
-  writes_ = previous.writes_;
-  reads_ = previous.reads_;
-}
-
 bool BufferOrder::idle() {
   const std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
@@ -190,14 +184,13 @@ void OperationOrder::begin() {
     if (has_caller()) r.ready.push_back(fork_event(r.device));
     if (!r.order || capturing_) continue;
     BufferOrder& o = *r.order;
-    if (e.own == OwnStream::allowed && !has_caller() && is_plain(o.stream_) && o.ordinal_ == m_.ordinal(r.device)) {
-      r.own_stream = o.stream_;
-    }
+    const int ordinal = m_.ordinal(r.device);  // the producer's too (set_device_buffer checks it)
+    if (e.own == OwnStream::allowed && !has_caller() && is_plain(r.producer)) r.own_stream = r.producer;
     // The work queued on the buffer's own stream until now (the caller's stream covers it when it is that
     // one, and so does the copy's running on it).
-    if (!is_caller(r.device, o.stream_) && r.own_stream == nullptr) {
-      DeviceGuard guard(o.ordinal_);
-      r.ready.push_back(record_event(o.ordinal_, o.stream_));
+    if (!is_caller(r.device, r.producer) && r.own_stream == nullptr) {
+      DeviceGuard guard(ordinal);
+      r.ready.push_back(record_event(ordinal, r.producer));
     }
     r.ready.insert(r.ready.end(), o.writes_.begin(), o.writes_.end());
     if (e.access == Access::write) r.ready.insert(r.ready.end(), o.reads_.begin(), o.reads_.end());
@@ -220,9 +213,9 @@ void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& 
   }
   // The buffer's stream waits for what gpuxfer did to it before its later work (it is in that stream's
   // order already when the copy ran there).
-  if (!is_caller(r.device, o.stream_) && r.own_stream != o.stream_) {
-    DeviceGuard guard(o.ordinal_);
-    stream_wait(o.stream_, events);
+  if (!is_caller(r.device, r.producer) && r.own_stream != r.producer) {
+    DeviceGuard guard(m_.ordinal(r.device));
+    stream_wait(r.producer, events);
   }
 }
 

@@ -39,14 +39,12 @@ struct CallerStreams {
   [[nodiscard]] bool any() const noexcept { return one.has_value() || per_device_given; }
 };
 
-/// The ordering state of one registered buffer, shared by its registration and the operations using it.
+/// gpuxfer's work in flight on one registered buffer's memory, shared by its registrations (the same
+/// memory registered again keeps it: BufferRegistry) and the operations using it. The stream the buffer
+/// belongs to is the registration's (DeviceRange::producer), so an operation whose snapshot came before a
+/// registration of the same memory with another stream still records its work where later ones look.
 class BufferOrder {
  public:
-  /// A buffer of device ordinal @p ordinal that belongs to @p stream (cudaStreamLegacy by default).
-  BufferOrder(int ordinal, cudaStream_t stream) noexcept : ordinal_(ordinal), stream_(stream) {}
-
-  /// Takes over gpuxfer's work in flight on @p previous (the same memory registered again).
-  void inherit(BufferOrder& previous);
   /// True when none of gpuxfer's work on the buffer is in flight, seen now without waiting: a buffer an
   /// operation is ordering or queuing work on counts as busy.
   [[nodiscard]] bool idle();
@@ -54,8 +52,6 @@ class BufferOrder {
  private:
   friend class OperationOrder;
   std::mutex mutex_;  // held by the operation that queues work on the buffer, from ordering to done()
-  int ordinal_;
-  cudaStream_t stream_;
   std::vector<SharedEvent> writes_;  // gpuxfer's last write: done when every event has completed
   std::vector<SharedEvent> reads_;   // gpuxfer's reads since that write
 };

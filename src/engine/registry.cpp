@@ -12,7 +12,7 @@ namespace {
 
 DeviceRange range_of(const ManagerState& m, std::size_t device, const Registration& reg) {
   check_still_allocated(m, device, reg.ptr, reg.size, reg.allocation);
-  return {device, static_cast<std::byte*>(reg.ptr), reg.size, {}, reg.order};
+  return {device, static_cast<std::byte*>(reg.ptr), reg.size, {}, reg.order, reg.stream};
 }
 
 }  // namespace
@@ -49,16 +49,17 @@ std::vector<std::optional<DeviceRange>> RegistrySnapshot::present(std::optional<
 void BufferRegistry::set(std::size_t index, Registration reg) {
   std::lock_guard lock(mutex_);
   std::optional<Registration>& slot = slots_[index];
-  // The same memory again: gpuxfer's copies still in flight on it stay ordered with what comes next.
+  // The same memory again keeps its ordering: gpuxfer's work on it, in flight or still to be recorded by
+  // an operation whose snapshot came first, stays ordered with what comes next.
   if (reg.order) {
     if (slot && slot->ptr == reg.ptr && slot->order) {
-      reg.order->inherit(*slot->order);
+      reg.order = slot->order;
     } else {
       auto& gone = retired_[index];
       const auto same =
           std::find_if(gone.begin(), gone.end(), [&](const auto& g) { return g.first == reg.ptr; });
       if (same != gone.end()) {
-        reg.order->inherit(*same->second);
+        reg.order = std::move(same->second);
         gone.erase(same);
       }
     }
@@ -76,9 +77,14 @@ void BufferRegistry::clear(std::size_t index) {
 void BufferRegistry::retire(std::size_t index, const Registration& reg) {
   if (!reg.order) return;
   auto& gone = retired_[index];
-  // BufferOrder::idle() neither waits nor blocks: one an operation holds counts as busy.
-  std::erase_if(gone, [&](const auto& g) { return g.first == reg.ptr || g.second->idle(); });
-  if (!reg.order->idle()) gone.emplace_back(reg.ptr, reg.order);
+  // In use: a snapshot holds it (a copy beyond the registry's own one; copies are made under the lock, so
+  // the count errs high only), or gpuxfer's work on it is in flight. BufferOrder::idle() neither waits nor
+  // blocks: one an operation holds counts as busy.
+  const auto in_use = [](const std::shared_ptr<BufferOrder>& order, long own) {
+    return order.use_count() > own || !order->idle();
+  };
+  std::erase_if(gone, [&](const auto& g) { return g.first == reg.ptr || !in_use(g.second, 1); });
+  if (in_use(reg.order, 1)) gone.emplace_back(reg.ptr, reg.order);
 }
 
 std::optional<Registration> BufferRegistry::get(std::size_t index) const {

@@ -16,12 +16,13 @@
 
 namespace gpuxfer::detail {
 
-/// A registered buffer: where it is, the allocation it lies in (to notice a free), and its ordering (the
-/// stream it belongs to, gpuxfer's work on it).
+/// A registered buffer: where it is, the allocation it lies in (to notice a free), the stream it belongs
+/// to, and gpuxfer's work on its memory.
 struct Registration {
   void* ptr = nullptr;
   std::size_t size = 0;
   AddressRange allocation;
+  cudaStream_t stream = cudaStreamLegacy;
   std::shared_ptr<BufferOrder> order;
 };
 
@@ -50,10 +51,11 @@ class RegistrySnapshot {
 /// Throws Error(Errc::invalid_argument) naming @p op when @p bytes do not fit @p dst.
 void check_fits(const ManagerState& m, std::size_t bytes, const DeviceRange& dst, const char* op);
 
-/// The registrations of every device. A registration that leaves its slot (cleared, or replaced by other
-/// memory) with gpuxfer's work still in flight on its memory hands that work to the next registration of
-/// the same memory on the slot: registered again after a clear, with another stream, the memory stays
-/// ordered after that work, as when it is registered again over itself.
+/// The registrations of every device. The same memory registered again on a slot keeps its ordering
+/// (BufferOrder), whatever its new stream: over itself, and after a clear or other memory while gpuxfer's
+/// work on it is in flight or an operation's snapshot still holds it. So an operation that took its
+/// snapshot before the registration records its work where the operations after it look, and set never
+/// waits for an operation (it takes no ordering's lock).
 class BufferRegistry {
  public:
   explicit BufferRegistry(const ManagerState& m) : m_(m), slots_(m.size()), retired_(m.size()) {}
@@ -65,14 +67,14 @@ class BufferRegistry {
   [[nodiscard]] RegistrySnapshot snapshot() const;
 
  private:
-  /// Keeps @p reg's ordering on slot @p index while gpuxfer's work on it is in flight (dropping those
-  /// whose work is done, and an older one of the same memory). Under the lock.
+  /// Keeps @p reg's ordering on slot @p index while gpuxfer's work on it is in flight or a snapshot holds
+  /// it (dropping those of which neither is true, and an older one of the same memory). Under the lock.
   void retire(std::size_t index, const Registration& reg);
 
   const ManagerState& m_;
   mutable std::mutex mutex_;
   std::vector<std::optional<Registration>> slots_;
-  /// Per slot: the orderings of registrations gone from it, by pointer, with work still in flight.
+  /// Per slot: the orderings of registrations gone from it, by pointer, still in use.
   std::vector<std::vector<std::pair<void*, std::shared_ptr<BufferOrder>>>> retired_;
 };
 

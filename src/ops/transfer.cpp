@@ -43,7 +43,8 @@ void InterGpuTransfer::set_device_buffer(std::size_t device_idx, void* ptr, std:
                                               detail::device_name(m, device_idx));
     }
   }
-  reg.order = std::make_shared<detail::BufferOrder>(m.ordinal(device_idx), producer);
+  reg.stream = producer;
+  reg.order = std::make_shared<detail::BufferOrder>();
   state_->registry.set(device_idx, std::move(reg));
 }
 

@@ -36,7 +36,7 @@ Registration registration_of(std::byte* ptr) {
   Registration reg;
   reg.ptr = ptr;
   reg.size = sizeof memory_x;
-  reg.order = std::make_shared<BufferOrder>(0, cudaStreamLegacy);
+  reg.order = std::make_shared<BufferOrder>();
   return reg;
 }
 

@@ -444,7 +444,7 @@ TEST_F(MultiGpuStreamOrder, ABroadcastWaitsForAGatherReadingOnTheRegisteringStre
 
 // The same memory registered again with another stream while a gather reads it on the first: a
 // broadcast then waits for that read too (the read is listed in the buffer's order, which the new
-// registration inherits; an event on the new stream would not cover it).
+// registration keeps; an event on the new stream would not cover it).
 TEST_F(MultiGpuStreamOrder, ABroadcastAfterReRegistrationWaitsForAReadOnTheOldStream) {
   const Stream first(ordinal(0));
   const Stream second(ordinal(0));

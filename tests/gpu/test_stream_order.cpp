@@ -3,6 +3,8 @@
 // stream, and handles chain into streams. Every race is provoked on purpose: slow producers (a kernel
 // that spins before it writes), large copies, writes queued right behind reads.
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include "gpu/fixture.hpp"
 
@@ -141,6 +143,43 @@ TEST_F(GpuStreamOrder, ABroadcastAfterClearingAndRegisteringAgainWaitsForAGather
   caller.synchronize();
   EXPECT_TRUE(host_matches(out.span(), seed(0), 0, "the gather's bytes: before the broadcast"));
   EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
+}
+
+// The same memory registered again while another thread's pageable gather of it waits on the host for
+// the producer, holding the buffer's ordering: set_device_buffer returns at once, the producer still
+// running (review engine F4). It used to copy the old ordering under that ordering's lock, with the
+// registry's lock held, so it waited for the whole gather and every other thread's operation waited too.
+TEST_F(GpuStreamOrder, RegisteringTheSameMemoryAgainDoesNotWaitForAPageableGatherOfIt) {
+  constexpr std::uint64_t long_spin_ns = 1'500'000'000;
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream producer(mem.ordinal());
+  const Stream other(mem.ordinal());
+  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  std::vector<std::byte> out(kBytes, kPoison);
+  (void)xfer().gather_into(out);  // once first, so that the pool holds the ring's staging
+  std::fill(out.begin(), out.end(), kPoison);
+  {
+    const DeviceGuard guard(mem.ordinal());
+    pattern::fill_device_slow(scratch.get(), scratch.size(), 1, long_spin_ns, producer.get());
+  }
+  bool threw = false;
+  std::thread gather([&] {  // waits for the producer, on the host
+    try {
+      (void)xfer().gather_into(out);
+    } catch (...) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside it, holding the ordering
+  xfer().set_device_buffer(0, mem.get(), mem.size(), other.get());
+  const ::testing::AssertionResult returned_first =
+      still_running(mem.ordinal(), producer.get(), "the producer once registered again");
+  gather.join();
+  ASSERT_FALSE(threw);
+  EXPECT_TRUE(returned_first) << "set_device_buffer waited for the pageable gather";
+  EXPECT_TRUE(host_matches(out, seed(0), 0, "the pageable gather's bytes"));
 }
 
 // Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream. The source

@@ -52,6 +52,32 @@ def test_replacing_a_registration_drops_the_old_tensor(manager, lib):
     np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 4096, 2))
 
 
+def test_a_finalizer_of_the_replaced_tensor_may_register_on_the_same_transfer(manager, lib):
+    """The tensor a registration replaces is dropped once set_device_buffer has let go of the Transfer's
+    registration lock, so a finalizer it runs may register on the same Transfer (dropped under the lock,
+    the finalizer's call waited for that lock on the thread that held it)."""
+    import threading
+
+    transfer = gpuxfer.Transfer(manager)
+    ordinal = manager.devices[0].ordinal
+    first = lib.upload(ordinal, pattern(0, 4096))
+    last = lib.upload(ordinal, pattern(0, 4096, 3))
+    transfer.set_device_buffer(0, first)
+    weakref.finalize(first, transfer.set_device_buffer, 0, last)
+    del first
+    done = threading.Event()
+
+    def replace():
+        transfer.set_device_buffer(0, lib.upload(ordinal, pattern(0, 4096, 2)))
+        done.set()
+
+    # A thread of its own, so that a call that never returns fails the test instead of holding it.
+    threading.Thread(target=replace, daemon=True).start()
+    assert done.wait(30), "set_device_buffer did not return: the finalizer of the tensor it replaced waits"
+    assert transfer.device_buffer(0) is last
+    np.testing.assert_array_equal(transfer.gather_all()[0], pattern(0, 4096, 3))
+
+
 def test_two_threads_registering_one_device_leave_the_tensor_of_the_registration_held(manager, lib):
     """The C++ registration and the tensor Python holds for it change together: with the GIL let go of
     during set_device_buffer, two threads could register in one order and hold in the other, leaving the

@@ -77,7 +77,8 @@ void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std:
     order.lock();
     t.live().set_device_buffer(device, pointer(ptr), bytes, reinterpret_cast<cudaStream_t>(stream));
   });
-  t.hold(device, {std::move(tensor), std::move(stream_owner)});
+  const Held replaced = t.hold(device, {std::move(tensor), std::move(stream_owner)});
+  order.unlock();  // before replaced goes (see Transfer::hold)
 }
 
 void clear_device_buffer(Transfer& t, std::size_t device) {
@@ -86,7 +87,8 @@ void clear_device_buffer(Transfer& t, std::size_t device) {
     order.lock();
     t.live().clear_device_buffer(device);
   });
-  t.hold(device, {});
+  const Held replaced = t.hold(device, {});
+  order.unlock();  // before replaced goes (see Transfer::hold)
 }
 
 nb::object gather(nb::handle self, std::size_t dst, nb::handle stream) {

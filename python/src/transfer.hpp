@@ -79,10 +79,16 @@ struct Transfer {
     // Taken out before they are dropped: a finalizer may call back into this transfer (hold, end).
     const std::vector<Held> dropped = std::exchange(retired, {});
   }
-  void hold(std::size_t device, Held held) {
-    if (registered[device].tensor.is_valid() && in_flight > 0)
-      retired.push_back(std::move(registered[device]));
-    registered[device] = std::move(held);
+  /// Returns the pair it replaced, unless an operation in flight may still use it (then retired keeps
+  /// it): the caller drops it only once `registering` is let go of, since a finalizer it runs may
+  /// register on this Transfer.
+  [[nodiscard]] Held hold(std::size_t device, Held held) {
+    Held replaced = std::exchange(registered[device], std::move(held));
+    if (replaced.tensor.is_valid() && in_flight > 0) {
+      retired.push_back(std::move(replaced));
+      return {};
+    }
+    return replaced;
   }
 
   /// Drops what stream-ordered calls kept and their streams have got past. Never blocks.

@@ -16,10 +16,10 @@ namespace {
 constexpr std::size_t kBytes = 64 * kMiB;
 constexpr std::uint64_t kSpinNs = 200'000'000;  // a slow producer spins this long before writing
 
-// Keeps @p stream busy for about kSpinNs (a slow kernel writing a scratch buffer).
-void stall(DeviceMemory& scratch, cudaStream_t stream) {
+// Keeps @p stream busy for about @p ns (a slow kernel writing a scratch buffer).
+void stall(DeviceMemory& scratch, cudaStream_t stream, std::uint64_t ns = kSpinNs) {
   const DeviceGuard guard(scratch.ordinal());
-  pattern::fill_device_slow(scratch.get(), scratch.size(), 1, kSpinNs, stream);
+  pattern::fill_device_slow(scratch.get(), scratch.size(), 1, ns, stream);
 }
 
 using GpuStreamOrder = GpuTest;
@@ -160,10 +160,7 @@ TEST_F(GpuStreamOrder, RegisteringTheSameMemoryAgainDoesNotWaitForAPageableGathe
   std::vector<std::byte> out(kBytes, kPoison);
   (void)xfer().gather_into(out);  // once first, so that the pool holds the ring's staging
   std::fill(out.begin(), out.end(), kPoison);
-  {
-    const DeviceGuard guard(mem.ordinal());
-    pattern::fill_device_slow(scratch.get(), scratch.size(), 1, long_spin_ns, producer.get());
-  }
+  stall(scratch, producer.get(), long_spin_ns);
   bool threw = false;
   std::thread gather([&] {  // waits for the producer, on the host
     try {

@@ -179,6 +179,46 @@ TEST_F(GpuStreamOrder, RegisteringTheSameMemoryAgainDoesNotWaitForAPageableGathe
   EXPECT_TRUE(host_matches(out, seed(0), 0, "the pageable gather's bytes"));
 }
 
+// A stream-ordered gather of a buffer that another thread's pageable gather reads too, waiting on the host
+// for the producer: reads exclude no reads, so the stream-ordered one returns at once, the producer still
+// running, and both see the producer's bytes (review engine F4). A pageable gather holds the buffer's
+// ordering while it waits, and it used to hold it alone.
+TEST_F(GpuStreamOrder, AStreamOrderedGatherDoesNotWaitForAnotherThreadsPageableGatherOfItsBuffer) {
+  constexpr std::uint64_t long_spin_ns = 1'500'000'000;
+  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& scratch = allocate(0, kMiB);
+  const Stream producer(mem.ordinal());
+  const Stream caller(mem.ordinal());
+  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
+  xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
+  std::vector<std::byte> pageable(kBytes, kPoison);
+  PinnedMemory pinned(kBytes);
+  (void)xfer().gather_into(pageable);  // once first: the pool holds the ring's staging
+  (void)xfer().gather_into_async(pinned.span(), caller.get());
+  caller.synchronize();
+  std::fill(pageable.begin(), pageable.end(), kPoison);
+  std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
+  stall(scratch, producer.get(), long_spin_ns);
+  bool threw = false;
+  std::thread gather([&] {  // waits for the producer, on the host, holding the buffer's ordering
+    try {
+      (void)xfer().gather_into(pageable);
+    } catch (...) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  (void)xfer().gather_into_async(pinned.span(), caller.get());
+  const ::testing::AssertionResult returned_first =
+      still_running(mem.ordinal(), producer.get(), "the producer once gather_into_async returned");
+  gather.join();
+  caller.synchronize();
+  ASSERT_FALSE(threw);
+  EXPECT_TRUE(returned_first) << "the stream-ordered gather waited for the pageable one";
+  EXPECT_TRUE(host_matches(pageable, seed(0), 0, "the pageable gather's bytes"));
+  EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "the stream-ordered gather's bytes"));
+}
+
 // Issue 10 (c): the blocking gather_to_device orders its output with the legacy default stream. The source
 // is registered with an idle stream of its own, so that only the output's order can make the gather wait.
 TEST_F(GpuStreamOrder, GatherToDeviceWritesItsOutputAfterTheLegacyStreamsWork) {

@@ -167,14 +167,24 @@ bool OperationOrder::is_caller(std::size_t device, cudaStream_t stream) const no
 }
 
 void OperationOrder::begin() {
-  std::vector<BufferOrder*> orders;
+  std::vector<std::pair<BufferOrder*, bool>> orders;  // and whether the operation writes it
   for (const Entry& e : entries_) {
-    if (e.range->order) orders.push_back(e.range->order.get());
+    if (e.range->order) orders.emplace_back(e.range->order.get(), e.access == Access::write);
   }
-  // One lock order for every operation: by address.
-  std::sort(orders.begin(), orders.end());
-  orders.erase(std::unique(orders.begin(), orders.end()), orders.end());
-  for (BufferOrder* o : orders) locks_.emplace_back(o->mutex_);
+  // One lock order for every operation: by address, each buffer once (alone where any entry writes it).
+  std::sort(orders.begin(), orders.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;
+  });
+  orders.erase(std::unique(orders.begin(), orders.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               orders.end());
+  for (const auto& [o, writes] : orders) {
+    if (writes) {
+      writing_.emplace_back(o->mutex_);
+    } else {
+      reading_.emplace_back(o->mutex_);
+    }
+  }
 
   for (const Entry& e : entries_) {
     DeviceRange& r = *e.range;
@@ -208,6 +218,7 @@ void OperationOrder::done(const DeviceRange& r, const std::vector<SharedEvent>& 
     o.writes_ = events;
     o.reads_.clear();
   } else {
+    const std::lock_guard lock(o.reads_mutex_);  // other readers may record theirs meanwhile
     prune(o.reads_);
     o.reads_.insert(o.reads_.end(), events.begin(), events.end());
   }
@@ -245,6 +256,9 @@ void OperationOrder::join() {
   unlock();
 }
 
-void OperationOrder::unlock() noexcept { locks_.clear(); }
+void OperationOrder::unlock() noexcept {
+  writing_.clear();
+  reading_.clear();
+}
 
 }  // namespace gpuxfer::detail

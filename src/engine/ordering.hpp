@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <vector>
 
@@ -51,7 +52,10 @@ class BufferOrder {
 
  private:
   friend class OperationOrder;
-  std::mutex mutex_;  // held by the operation that queues work on the buffer, from ordering to done()
+  // Held by each operation that queues work on the buffer, from ordering to done(): shared by those that
+  // only read it (reads exclude no reads), alone by one that writes it.
+  std::shared_mutex mutex_;
+  std::mutex reads_mutex_;           // reads_ between the operations that share mutex_
   std::vector<SharedEvent> writes_;  // gpuxfer's last write: done when every event has completed
   std::vector<SharedEvent> reads_;   // gpuxfer's reads since that write
 };
@@ -128,7 +132,8 @@ class OperationOrder {
   std::vector<Entry> entries_;
   std::vector<std::pair<std::size_t, SharedEvent>> forks_;     // per device (one entry for a plain stream)
   std::vector<SharedEvent> finished_;  // the events of every done(): what join() waits for
-  std::vector<std::unique_lock<std::mutex>> locks_;
+  std::vector<std::unique_lock<std::shared_mutex>> writing_;  // the registrations the operation writes
+  std::vector<std::shared_lock<std::shared_mutex>> reading_;  // and those it only reads
 };
 
 }  // namespace gpuxfer::detail

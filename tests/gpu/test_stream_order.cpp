@@ -145,12 +145,36 @@ TEST_F(GpuStreamOrder, ABroadcastAfterClearingAndRegisteringAgainWaitsForAGather
   EXPECT_TRUE(device_matches(mem.ordinal(), mem.get(), kBytes, other_seed(0), 0, "the broadcast's bytes"));
 }
 
+// While a pageable gather_into of @p transfer's buffers into @p out, on a thread of its own, waits on the
+// host for @p producer, held back about 1.5 s (it holds the buffers' orderings meanwhile): runs @p act
+// 200 ms in, and says whether the producer was still running once @p act returned, and the gather did
+// not throw.
+template <class Act>
+::testing::AssertionResult beside_a_pageable_gather(InterGpuTransfer& transfer, std::span<std::byte> out,
+                                                    DeviceMemory& scratch, const Stream& producer,
+                                                    Act&& act) {
+  stall(scratch, producer.get(), 1'500'000'000);
+  bool threw = false;
+  std::thread gather([&] {
+    try {
+      (void)transfer.gather_into(out);
+    } catch (...) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  act();
+  ::testing::AssertionResult first = still_running(scratch.ordinal(), producer.get(), "the producer");
+  gather.join();
+  if (threw) return ::testing::AssertionFailure() << "the pageable gather threw";
+  return first;
+}
+
 // The same memory registered again while another thread's pageable gather of it waits on the host for
-// the producer, holding the buffer's ordering: set_device_buffer returns at once, the producer still
-// running (review engine F4). It used to copy the old ordering under that ordering's lock, with the
-// registry's lock held, so it waited for the whole gather and every other thread's operation waited too.
+// the producer: set_device_buffer returns at once, the producer still running (review engine F4). It used
+// to copy the old ordering under that ordering's lock, with the registry's lock held, so it waited for the
+// whole gather and every other thread's operation waited too.
 TEST_F(GpuStreamOrder, RegisteringTheSameMemoryAgainDoesNotWaitForAPageableGatherOfIt) {
-  constexpr std::uint64_t long_spin_ns = 1'500'000'000;
   DeviceMemory& mem = allocate(0, kBytes);
   DeviceMemory& scratch = allocate(0, kMiB);
   const Stream producer(mem.ordinal());
@@ -160,61 +184,31 @@ TEST_F(GpuStreamOrder, RegisteringTheSameMemoryAgainDoesNotWaitForAPageableGathe
   std::vector<std::byte> out(kBytes, kPoison);
   (void)xfer().gather_into(out);  // once first, so that the pool holds the ring's staging
   std::fill(out.begin(), out.end(), kPoison);
-  stall(scratch, producer.get(), long_spin_ns);
-  bool threw = false;
-  std::thread gather([&] {  // waits for the producer, on the host
-    try {
-      (void)xfer().gather_into(out);
-    } catch (...) {
-      threw = true;
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside it, holding the ordering
-  xfer().set_device_buffer(0, mem.get(), mem.size(), other.get());
-  const ::testing::AssertionResult returned_first =
-      still_running(mem.ordinal(), producer.get(), "the producer once registered again");
-  gather.join();
-  ASSERT_FALSE(threw);
-  EXPECT_TRUE(returned_first) << "set_device_buffer waited for the pageable gather";
+  EXPECT_TRUE(beside_a_pageable_gather(xfer(), out, scratch, producer, [&] {
+    xfer().set_device_buffer(0, mem.get(), mem.size(), other.get());
+  })) << "set_device_buffer waited for the pageable gather";
   EXPECT_TRUE(host_matches(out, seed(0), 0, "the pageable gather's bytes"));
 }
 
 // A stream-ordered gather of a buffer that another thread's pageable gather reads too, waiting on the host
 // for the producer: reads exclude no reads, so the stream-ordered one returns at once, the producer still
-// running, and both see the producer's bytes (review engine F4). A pageable gather holds the buffer's
+// running, and both see the producer's bytes (review engine F4). The pageable gather holds the buffer's
 // ordering while it waits, and it used to hold it alone.
 TEST_F(GpuStreamOrder, AStreamOrderedGatherDoesNotWaitForAnotherThreadsPageableGatherOfItsBuffer) {
-  constexpr std::uint64_t long_spin_ns = 1'500'000'000;
-  DeviceMemory& mem = allocate(0, kBytes);
+  DeviceMemory& mem = register_pattern(0, kBytes);
   DeviceMemory& scratch = allocate(0, kMiB);
   const Stream producer(mem.ordinal());
   const Stream caller(mem.ordinal());
-  fill_device(mem.ordinal(), mem.get(), mem.size(), seed(0));
   xfer().set_device_buffer(0, mem.get(), mem.size(), producer.get());
   std::vector<std::byte> pageable(kBytes, kPoison);
   PinnedMemory pinned(kBytes);
   (void)xfer().gather_into(pageable);  // once first: the pool holds the ring's staging
-  (void)xfer().gather_into_async(pinned.span(), caller.get());
-  caller.synchronize();
   std::fill(pageable.begin(), pageable.end(), kPoison);
   std::fill(pinned.span().begin(), pinned.span().end(), kPoison);
-  stall(scratch, producer.get(), long_spin_ns);
-  bool threw = false;
-  std::thread gather([&] {  // waits for the producer, on the host, holding the buffer's ordering
-    try {
-      (void)xfer().gather_into(pageable);
-    } catch (...) {
-      threw = true;
-    }
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  (void)xfer().gather_into_async(pinned.span(), caller.get());
-  const ::testing::AssertionResult returned_first =
-      still_running(mem.ordinal(), producer.get(), "the producer once gather_into_async returned");
-  gather.join();
+  EXPECT_TRUE(beside_a_pageable_gather(xfer(), pageable, scratch, producer, [&] {
+    (void)xfer().gather_into_async(pinned.span(), caller.get());
+  })) << "the stream-ordered gather waited for the pageable one";
   caller.synchronize();
-  ASSERT_FALSE(threw);
-  EXPECT_TRUE(returned_first) << "the stream-ordered gather waited for the pageable one";
   EXPECT_TRUE(host_matches(pageable, seed(0), 0, "the pageable gather's bytes"));
   EXPECT_TRUE(host_matches(pinned.span(), seed(0), 0, "the stream-ordered gather's bytes"));
 }

@@ -26,17 +26,13 @@ class Aborts {
     std::lock_guard lock(mutex_);
     try {
       std::thread([this, comm, device] {
-        {
-          const DeviceGuard guard(device, std::nothrow);
-          (void)ncclCommAbort(comm);
-        }
+        abort_now(comm, device);
         std::lock_guard done(mutex_);
         --running_;
         ended_.notify_all();
       }).detach();
     } catch (...) {  // no thread to be had: aborted here, waiting as it must
-      const DeviceGuard guard(device, std::nothrow);
-      (void)ncclCommAbort(comm);
+      abort_now(comm, device);
       return;
     }
     ++running_;
@@ -49,6 +45,11 @@ class Aborts {
   }
 
  private:
+  static void abort_now(ncclComm_t comm, int device) noexcept {
+    const DeviceGuard guard(device, std::nothrow);
+    (void)ncclCommAbort(comm);
+  }
+
   std::mutex mutex_;
   std::condition_variable ended_;
   int running_ = 0;

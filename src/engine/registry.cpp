@@ -80,11 +80,11 @@ void BufferRegistry::retire(std::size_t index, const Registration& reg) {
   // In use: a snapshot holds it (a copy beyond the registry's own one; copies are made under the lock, so
   // the count errs high only), or gpuxfer's work on it is in flight. BufferOrder::idle() neither waits nor
   // blocks: one an operation holds counts as busy.
-  const auto in_use = [](const std::shared_ptr<BufferOrder>& order, long own) {
-    return order.use_count() > own || !order->idle();
+  const auto in_use = [](const std::shared_ptr<BufferOrder>& order) {
+    return order.use_count() > 1 || !order->idle();
   };
-  std::erase_if(gone, [&](const auto& g) { return g.first == reg.ptr || !in_use(g.second, 1); });
-  if (in_use(reg.order, 1)) gone.emplace_back(reg.ptr, reg.order);
+  std::erase_if(gone, [&](const auto& g) { return g.first == reg.ptr || !in_use(g.second); });
+  if (in_use(reg.order)) gone.emplace_back(reg.ptr, reg.order);
 }
 
 std::optional<Registration> BufferRegistry::get(std::size_t index) const {

@@ -15,9 +15,10 @@ enum class LinkKind {
   nvlink,       ///< peer access possible over NVLink (peer access with native atomics)
   pcie_peer,    ///< peer access possible over PCIe
   host_staged,  ///< no peer access possible: bytes go through pinned host memory
+  same_gpu,     ///< two simulated devices of one GPU (Options::simulated_devices): a device-to-device copy
 };
 
-/// "self", "nvlink", "pcie_peer" or "host_staged".
+/// "self", "nvlink", "pcie_peer", "host_staged" or "same_gpu".
 [[nodiscard]] std::string_view to_string(LinkKind kind) noexcept;
 
 /// One CUDA device as the manager sees it.
@@ -34,6 +35,7 @@ struct DeviceInfo {
                                   ///< threads on (Options::numa); -1: cudaHostAlloc's placement, unpinned threads
   int copy_engines = 0;           ///< asynchronous copy engines (cudaDevAttrAsyncEngineCount)
   int multiprocessors = 0;        ///< streaming multiprocessors
+  bool simulated = false;         ///< one of Options::simulated_devices logical devices over the GPU @p ordinal
 };
 
 }  // namespace gpuxfer

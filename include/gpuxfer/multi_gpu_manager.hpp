@@ -20,7 +20,8 @@ struct ManagerState;
 /// The devices gpuxfer works with, and what every transfer shares: device information, the peer/link
 /// matrix, per-device non-blocking copy streams, the pinned staging pool and (created lazily, once) the
 /// NCCL communicators. Thread-safe. Devices are addressed by index 0..device_count()-1 into the
-/// manager's device list, which maps to CUDA ordinals through DeviceInfo::ordinal.
+/// manager's device list, which maps to CUDA ordinals through DeviceInfo::ordinal (several devices map
+/// to one ordinal with Options::simulated_devices).
 class MultiGpuManager {
  public:
   /// Enumerates devices (cudaGetDeviceCount, honouring CUDA_VISIBLE_DEVICES and Options::devices),
@@ -51,6 +52,9 @@ class MultiGpuManager {
   [[nodiscard]] bool nccl_available() const noexcept;
   /// The NCCL version code (for example 22809), or 0 when NCCL is not available.
   [[nodiscard]] int nccl_version() const noexcept;
+  /// Why NCCL is not available ("disabled (...)", "off between simulated devices of one GPU (...)"), or
+  /// an empty string when it is.
+  [[nodiscard]] const std::string& nccl_status() const noexcept;
   /// Why there are no devices: the CUDA error of cudaGetDeviceCount, or an empty string.
   [[nodiscard]] const std::string& device_status() const noexcept;
   /// The options in force (after the environment and validation).

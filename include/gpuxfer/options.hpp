@@ -41,6 +41,7 @@ enum class NumaPlacement {
 /// | host_threads | GPUXFER_HOST_THREADS | `8` |
 /// | numa | GPUXFER_NUMA | `auto` / `on` / `off` |
 /// | capture_copy_kernels | GPUXFER_CAPTURE_KERNELS | `0` / `1` |
+/// | simulated_devices | GPUXFER_SIMULATED_DEVICES | `4` |
 struct Options {
   /// CUDA ordinals to use, in this order; empty means every visible device.
   std::vector<int> devices;
@@ -67,6 +68,15 @@ struct Options {
   /// it sooner than a copy-engine node); false keeps every captured copy on the copy engines, using no SM,
   /// for graphs whose kernels should have every SM to themselves.
   bool capture_copy_kernels = true;
+  /// 0: one device per GPU. N > 0: N logical devices spread round-robin over the GPUs the manager would
+  /// otherwise use (devices, or every visible one), each with its own streams, staging and ordering, as
+  /// a separate GPU would have; for developing and testing multi-GPU code on fewer GPUs. Between two
+  /// logical devices of one GPU a copy is a device-to-device copy (LinkKind::same_gpu) and NCCL is off.
+  /// See docs/SIMULATED_DEVICES.md for what it does not simulate.
+  std::size_t simulated_devices = 0;
+
+  /// The most simulated devices a manager takes.
+  static constexpr std::size_t max_simulated_devices = 64;
 
   /// The chunks a pipelined path needs in flight at least (a pageable transfer: 4 slots, more when the
   /// pool has room; a staged copy: 3), so the least pool_limit_bytes may hold.

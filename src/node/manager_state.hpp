@@ -69,6 +69,7 @@ struct ManagerState {
   std::vector<std::size_t> workers_of;                         // device index -> its set in copy_workers
   NcclComms nccl;
   int nccl_version = 0;
+  std::string nccl_status;  // why nccl_version is 0; empty when NCCL is available
 
   [[nodiscard]] std::size_t size() const noexcept { return devices.size(); }
   [[nodiscard]] int ordinal(std::size_t index) const noexcept { return devices[index].ordinal; }

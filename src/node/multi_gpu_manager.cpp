@@ -69,6 +69,28 @@ std::vector<int> usable_ordinals(ManagerState& state) {
   return state.options.devices;
 }
 
+// Options::simulated_devices logical devices round-robin over @p real (none when there is no GPU).
+std::vector<int> simulated(const std::vector<int>& real, std::size_t count) {
+  std::vector<int> out;
+  for (std::size_t i = 0; !real.empty() && i < count; ++i) out.push_back(real[i % real.size()]);
+  return out;
+}
+
+// Why NCCL cannot serve these devices, or an empty string. NCCL refuses two ranks on one GPU
+// (ncclCommInitAll over {0, 0} returns ncclInvalidUsage).
+std::string nccl_refusal(const ManagerState& state) {
+  if (!state.options.enable_nccl) return "disabled (Options::enable_nccl, GPUXFER_NCCL)";
+  for (std::size_t a = 0; a < state.size(); ++a) {
+    for (std::size_t b = a + 1; b < state.size(); ++b) {
+      if (state.ordinal(a) == state.ordinal(b)) {
+        return "off between simulated devices of one GPU (" + device_name(state, a) + " and " +
+               device_name(state, b) + "): NCCL takes one rank per GPU";
+      }
+    }
+  }
+  return {};
+}
+
 void enable_peers(ManagerState& state) {
   const std::size_t n = state.size();
   state.peer.assign(n, std::vector<char>(n, 0));
@@ -78,6 +100,10 @@ void enable_peers(ManagerState& state) {
       if (a == b) continue;
       if (!state.options.enable_peer_access || state.links[a][b] == LinkKind::host_staged) {
         state.all_peers = false;
+        continue;
+      }
+      if (state.links[a][b] == LinkKind::same_gpu) {  // one GPU's memory: no peer mapping to enable
+        state.peer[a][b] = 1;
         continue;
       }
       DeviceGuard guard(state.ordinal(a));
@@ -134,13 +160,17 @@ void place_on_numa_nodes(ManagerState& state) {
 std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
   options.validate();
   auto state = std::make_unique<detail::ManagerState>(options);
-  const std::vector<int> ordinals = detail::usable_ordinals(*state);
+  std::vector<int> ordinals = detail::usable_ordinals(*state);
+  if (options.simulated_devices > 0) ordinals = detail::simulated(ordinals, options.simulated_devices);
   if (static_cast<int>(ordinals.size()) < options.min_devices) {
     throw Error(Errc::no_device, "found " + std::to_string(ordinals.size()) + " usable CUDA device(s), need at least " +
                                      std::to_string(options.min_devices) +
                                      (state->device_status.empty() ? std::string{} : ": " + state->device_status));
   }
-  for (const int ordinal : ordinals) state->devices.push_back(detail::read_device_info(ordinal));
+  for (const int ordinal : ordinals) {
+    state->devices.push_back(detail::read_device_info(ordinal));
+    state->devices.back().simulated = options.simulated_devices > 0;
+  }
   // Pinning from a thread without a context happens under the manager's first device, never device 0
   // when the manager was not asked to use it.
   if (!ordinals.empty()) detail::PoolState::of(state->pool).device = ordinals.front();
@@ -149,13 +179,19 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
   detail::enable_peers(*state);
   for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));
   state->capture_streams.resize(ordinals.size());  // each device's sets, made as captures need them
-  if (options.enable_nccl) {
+  state->nccl_status = detail::nccl_refusal(*state);
+  if (state->nccl_status.empty()) {
     int version = 0;
-    if (ncclGetVersion(&version) == ncclSuccess) state->nccl_version = version;
+    if (ncclGetVersion(&version) == ncclSuccess) {
+      state->nccl_version = version;
+    } else {
+      state->nccl_status = "not available (ncclGetVersion failed)";
+    }
   }
-  GPUXFER_LOG(info, "manager over " + std::to_string(ordinals.size()) + " devices, all peers " +
+  GPUXFER_LOG(info, "manager over " + std::to_string(ordinals.size()) +
+                        (options.simulated_devices > 0 ? " simulated" : "") + " devices, all peers " +
                         (state->all_peers ? "enabled" : "not enabled") + ", NCCL " +
-                        std::to_string(state->nccl_version));
+                        (state->nccl_version != 0 ? std::to_string(state->nccl_version) : state->nccl_status));
   return std::shared_ptr<MultiGpuManager>(new MultiGpuManager(std::move(state)));
 }
 
@@ -189,6 +225,8 @@ bool MultiGpuManager::all_peers_enabled() const noexcept { return state_->all_pe
 bool MultiGpuManager::nccl_available() const noexcept { return state_->nccl_version != 0; }
 
 int MultiGpuManager::nccl_version() const noexcept { return state_->nccl_version; }
+
+const std::string& MultiGpuManager::nccl_status() const noexcept { return state_->nccl_status; }
 
 const std::string& MultiGpuManager::device_status() const noexcept { return state_->device_status; }
 

@@ -145,6 +145,10 @@ void Options::validate() const {
                std::to_string(min_pool_chunks) + " x chunk_bytes (" + std::to_string(min_pool_chunks) + " x " +
                std::to_string(chunk_bytes) + "): a pageable broadcast keeps that many chunks in flight");
   }
+  if (simulated_devices > max_simulated_devices) {
+    bad_option("simulated_devices must be in 0.." + std::to_string(max_simulated_devices) + ", got " +
+               std::to_string(simulated_devices));
+  }
   if (host_threads == 0 || host_threads > 256) {
     bad_option("host_threads must be in 1..256, got " + std::to_string(host_threads));
   }
@@ -169,6 +173,13 @@ Options apply_env(Options base, const EnvLookup& lookup) {
   apply_var(lookup, "GPUXFER_NUMA", [&](const std::string& v) { base.numa = parse_numa_placement(v); });
   apply_var(lookup, "GPUXFER_CAPTURE_KERNELS",
             [&](const std::string& v) { base.capture_copy_kernels = parse_bool(v); });
+  apply_var(lookup, "GPUXFER_SIMULATED_DEVICES", [&](const std::string& v) {
+    const auto n = parse_unsigned(trim(v), "a device count");
+    if (n > Options::max_simulated_devices) {
+      bad_option("device count " + v + " is out of range (0.." + std::to_string(Options::max_simulated_devices) + ")");
+    }
+    base.simulated_devices = static_cast<std::size_t>(n);
+  });
   try {
     base.validate();
   } catch (const Error& e) {
@@ -176,7 +187,7 @@ Options apply_env(Options base, const EnvLookup& lookup) {
     static constexpr std::pair<const char*, const char*> fields[] = {
         {"min_devices", "GPUXFER_MIN_DEVICES"}, {"devices", "GPUXFER_DEVICES"},
         {"chunk_bytes", "GPUXFER_CHUNK_BYTES"}, {"pool_limit_bytes", "GPUXFER_POOL_LIMIT"},
-        {"host_threads", "GPUXFER_HOST_THREADS"}};
+        {"host_threads", "GPUXFER_HOST_THREADS"}, {"simulated_devices", "GPUXFER_SIMULATED_DEVICES"}};
     std::string names;
     for (const auto& [field, variable] : fields) {
       const auto value = lookup(variable);

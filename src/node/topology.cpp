@@ -16,6 +16,7 @@ std::string_view to_string(LinkKind kind) noexcept {
     case LinkKind::nvlink: return "nvlink";
     case LinkKind::pcie_peer: return "pcie_peer";
     case LinkKind::host_staged: return "host_staged";
+    case LinkKind::same_gpu: return "same_gpu";
   }
   return "unknown";
 }
@@ -60,6 +61,10 @@ std::vector<std::vector<LinkKind>> read_links(const std::vector<DeviceInfo>& dev
       }
       const int src = devices[a].ordinal;
       const int dst = devices[b].ordinal;
+      if (src == dst) {  // simulated devices of one GPU
+        links[a][b] = LinkKind::same_gpu;
+        continue;
+      }
       int can_access = 0;
       GPUXFER_CUDA_TRY_CTX(cudaDeviceCanAccessPeer(&can_access, src, dst),
                            "ordinals " + std::to_string(src) + " -> " + std::to_string(dst));

@@ -77,8 +77,7 @@ void queue_broadcast_from_device(detail::TransferState& t, std::size_t root, Dev
     }
   }
   if (path == DeviceBroadcastPath::nccl && m.nccl_version == 0) {
-    throw Error(Errc::unsupported, std::string("broadcast_from_device: NCCL is ") +
-                                       (m.options.enable_nccl ? "not available" : "disabled (Options::enable_nccl, GPUXFER_NCCL)"));
+    throw Error(Errc::unsupported, "broadcast_from_device: NCCL is " + m.nccl_status);
   }
   if (ranges.size() < 2 || bytes == 0) return;
   // Two peer-connected devices: one direct copy beats NCCL's protocol; beyond that NCCL's pipelined

@@ -23,7 +23,8 @@ using test::throws_error;
 const std::set<std::string> kVariables = {
     "GPUXFER_DEVICES",      "GPUXFER_MIN_DEVICES", "GPUXFER_PEER_ACCESS",
     "GPUXFER_NCCL",         "GPUXFER_POOL_LIMIT",  "GPUXFER_CHUNK_BYTES",
-    "GPUXFER_HOST_THREADS", "GPUXFER_NUMA",        "GPUXFER_CAPTURE_KERNELS"};
+    "GPUXFER_HOST_THREADS", "GPUXFER_NUMA",        "GPUXFER_CAPTURE_KERNELS",
+    "GPUXFER_SIMULATED_DEVICES"};
 
 Options apply(const std::map<std::string, std::string>& values, Options base = {}) {
   FakeEnv env(values);
@@ -91,6 +92,19 @@ TEST(ApplyEnv, Nccl) {
   no_kernels.capture_copy_kernels = false;
   EXPECT_TRUE(apply({{"GPUXFER_CAPTURE_KERNELS", "1"}}, no_kernels).capture_copy_kernels);
   EXPECT_TRUE(rejects("GPUXFER_CAPTURE_KERNELS", "kernels"));
+}
+
+TEST(ApplyEnv, SimulatedDevices) {
+  EXPECT_EQ(apply({}).simulated_devices, 0u);
+  EXPECT_EQ(apply({{"GPUXFER_SIMULATED_DEVICES", "4"}}).simulated_devices, 4u);
+  EXPECT_EQ(apply({{"GPUXFER_SIMULATED_DEVICES", " 64 "}}).simulated_devices, 64u);
+  Options four;
+  four.simulated_devices = 4;
+  EXPECT_EQ(apply({{"GPUXFER_SIMULATED_DEVICES", "0"}}, four).simulated_devices, 0u);
+  EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", "65"));
+  EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", "-2"));
+  EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", "two"));
+  EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", ""));
 }
 
 TEST(ApplyEnv, PoolLimit) {

@@ -34,6 +34,31 @@ TEST(Manager, MinDevicesZeroAlwaysGivesAManager) {
   }
 }
 
+// Simulated devices spread over the GPUs there are: none without a GPU, with the same reason, and the
+// minimum still counts the devices made.
+TEST(Manager, SimulatedDevicesWithoutAGpuAreNone) {
+  const auto probe = MultiGpuManager::create(zero_devices());
+  if (probe->device_count() > 0) GTEST_SKIP() << "a CUDA device is present: this is the no-GPU path";
+  Options opts = zero_devices();
+  opts.simulated_devices = 4;
+  const auto manager = MultiGpuManager::create(opts);
+  EXPECT_EQ(manager->device_count(), 0u);
+  EXPECT_EQ(manager->device_status(), probe->device_status());
+  EXPECT_EQ(manager->options().simulated_devices, 4u);
+  opts.min_devices = 1;
+  EXPECT_TRUE(throws_error([&] { (void)MultiGpuManager::create(opts); }, Errc::no_device));
+}
+
+TEST(Manager, NcclStatusSaysWhyItIsOff) {
+  Options opts = zero_devices();
+  opts.enable_nccl = false;
+  const auto manager = MultiGpuManager::create(opts);
+  EXPECT_FALSE(manager->nccl_available());
+  EXPECT_NE(manager->nccl_status().find("GPUXFER_NCCL"), std::string::npos) << manager->nccl_status();
+  EXPECT_EQ(MultiGpuManager::create(zero_devices())->nccl_status().empty(),
+            MultiGpuManager::create(zero_devices())->nccl_available());
+}
+
 TEST(Manager, KeepsItsOptions) {
   Options opts = zero_devices();
   opts.chunk_bytes = std::size_t{1} << 20;

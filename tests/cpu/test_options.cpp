@@ -23,7 +23,16 @@ TEST(Options, Defaults) {
   EXPECT_EQ(opts.chunk_bytes, std::size_t{8} << 20);
   EXPECT_EQ(opts.host_threads, default_host_threads());
   EXPECT_TRUE(opts.capture_copy_kernels);
+  EXPECT_EQ(opts.simulated_devices, 0u);
   EXPECT_NO_THROW(opts.validate());
+}
+
+TEST(Options, SimulatedDevicesUpToTheMaximum) {
+  Options opts;
+  opts.simulated_devices = Options::max_simulated_devices;
+  EXPECT_NO_THROW(opts.validate());
+  opts.simulated_devices = Options::max_simulated_devices + 1;
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "simulated_devices"));
 }
 
 TEST(Options, DefaultHostThreadsAreHalfTheCoresWithinOneToSixteen) {

@@ -39,6 +39,13 @@ int run(int argc, char** argv) {
   }
 
   Options manager_options = Options::from_env();
+  if (manager_options.simulated_devices > 0) {
+    // Simulated devices share their GPU's links and copy engines: their bandwidth means nothing.
+    std::cerr << "gpuxfer-bench: GPUXFER_SIMULATED_DEVICES=" << manager_options.simulated_devices
+              << " is set: simulated devices share one GPU's links, so no ratio measured on them means "
+                 "anything; unset it to measure the real devices\n";
+    return 1;
+  }
   if (!options.devices.empty()) manager_options.devices = options.devices;
   manager_options.min_devices = 1;
   const auto manager = MultiGpuManager::create(std::move(manager_options));

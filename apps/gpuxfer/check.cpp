@@ -157,7 +157,7 @@ std::string broadcast(Fixture& f, HostBroadcastPath path, bool pinned) {
 
 std::string broadcast_from_device(Fixture& f, std::size_t root, DeviceBroadcastPath path) {
   if (path == DeviceBroadcastPath::nccl && !f.manager().nccl_available()) {
-    throw Skip{f.manager().options().enable_nccl ? "NCCL not available" : "NCCL disabled (GPUXFER_NCCL)"};
+    throw Skip{"NCCL " + f.manager().nccl_status()};
   }
   f.fill_all_base();
   f.transfer().broadcast_from_device(root, path);
@@ -258,6 +258,20 @@ void run_cases(Fixture& f, Report& r) {
   }
 }
 
+// Runs every case on @p manager's devices, then prints the pinned pool's counters.
+void check_devices(const std::shared_ptr<MultiGpuManager>& manager, std::size_t bytes, std::uint64_t seed,
+                   Report& report) {
+  const bool simulated = manager->options().simulated_devices > 0;
+  std::printf("gpuxfer check: %zu %sdevice%s, %s per device, seed %llu\n", manager->device_count(),
+              simulated ? "simulated " : "", manager->device_count() == 1 ? "" : "s", format_bytes(bytes).c_str(),
+              static_cast<unsigned long long>(seed));
+  Fixture fixture(manager, bytes, seed);
+  run_cases(fixture, report);
+  const PoolStats pool = manager->pinned_pool().stats();
+  std::printf("pinned pool: %zu allocations, %zu reuses, peak in use %s\n", pool.allocations, pool.reuses,
+              format_bytes(pool.peak_in_use).c_str());
+}
+
 }  // namespace
 
 int run_check(const CheckArgs& args) {
@@ -279,15 +293,16 @@ int run_check(const CheckArgs& args) {
     std::fprintf(stderr, "gpuxfer check: no CUDA device: %s\n", no_device_reason(*manager).c_str());
     return exit_no_device;
   }
-  std::printf("gpuxfer check: %zu device%s, %s per device, seed %llu\n", manager->device_count(),
-              manager->device_count() == 1 ? "" : "s", format_bytes(bytes).c_str(),
-              static_cast<unsigned long long>(args.seed));
-  Fixture fixture(manager, bytes, args.seed);
   Report report;
-  run_cases(fixture, report);
-  const PoolStats pool = manager->pinned_pool().stats();
-  std::printf("pinned pool: %zu allocations, %zu reuses, peak in use %s\n", pool.allocations, pool.reuses,
-              format_bytes(pool.peak_in_use).c_str());
+  check_devices(manager, bytes, args.seed, report);
+  if (manager->device_count() == 1 && manager->options().simulated_devices == 0) {
+    // The cases of two devices on the one GPU, as two simulated devices.
+    Options options = manager->options();
+    options.simulated_devices = 2;
+    const std::uint64_t other_seed = args.seed + 1;
+    std::printf("\n");
+    check_devices(MultiGpuManager::create(std::move(options)), bytes, other_seed, report);
+  }
   std::printf("gpuxfer check: %d passed, %d failed, %d skipped\n", report.passed(), report.failed(),
               report.skipped());
   return report.failed() == 0 ? 0 : 1;

@@ -55,7 +55,8 @@ int dispatch(int argc, char** argv) {
   CLI::App* check_cmd = app.add_subcommand(
       "check",
       "Run every operation on every path with verification: PASS/FAIL/SKIP per path; exit 0 iff "
-      "no FAIL, 2 without a CUDA device");
+      "no FAIL, 2 without a CUDA device. With one GPU the cases run a second time on 2 simulated "
+      "devices of it (GPUXFER_SIMULATED_DEVICES)");
   check_cmd->add_option("--size", check.size, "Bytes per device (K/M/G/T suffixes, powers of 1024)")
       ->capture_default_str();
   check_cmd->add_option("--seed", check.seed, "Seed of the data patterns")->capture_default_str();

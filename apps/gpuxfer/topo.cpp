@@ -31,7 +31,8 @@ Json options_json(const Options& o) {
               {"chunk_bytes", o.chunk_bytes},
               {"host_threads", o.host_threads},
               {"numa", std::string(to_string(o.numa))},
-              {"capture_copy_kernels", o.capture_copy_kernels}};
+              {"capture_copy_kernels", o.capture_copy_kernels},
+              {"simulated_devices", o.simulated_devices}};
 }
 
 Json topo_json(const MultiGpuManager& m) {
@@ -47,7 +48,8 @@ Json topo_json(const MultiGpuManager& m) {
              {"numa_cpus", d.numa_cpus},
              {"staging_node", d.staging_node},
              {"copy_engines", d.copy_engines},
-             {"multiprocessors", d.multiprocessors}});
+             {"multiprocessors", d.multiprocessors},
+             {"simulated", d.simulated}});
   }
   Json links = Json::array();
   Json peers = Json::array();
@@ -69,13 +71,15 @@ Json topo_json(const MultiGpuManager& m) {
               {"peer_enabled", std::move(peers)},
               {"nccl",
                {{"available", m.nccl_available()},
+                {"status", m.nccl_status()},
                 {"version", m.nccl_version()},
                 {"version_string", nccl_version_string(m.nccl_version())}}},
               {"options", options_json(m.options())}};
 }
 
 void print_devices(const MultiGpuManager& m) {
-  std::printf("%zu device%s\n\n", m.device_count(), m.device_count() == 1 ? "" : "s");
+  std::printf("%zu %sdevice%s\n\n", m.device_count(), m.options().simulated_devices > 0 ? "simulated " : "",
+              m.device_count() == 1 ? "" : "s");
   std::printf("%-5s %-7s %-24s %-10s %-4s %-14s %-5s %-4s %s\n", "index", "ordinal", "name", "memory", "cc",
               "pci bus id", "numa", "sms", "copy engines");
   for (std::size_t i = 0; i < m.device_count(); ++i) {
@@ -109,7 +113,8 @@ void print_links(const MultiGpuManager& m) {
   for (std::size_t src = 0; src < m.device_count(); ++src) {
     std::printf("%-6s", ("dev" + std::to_string(src)).c_str());
     for (std::size_t dst = 0; dst < m.device_count(); ++dst) {
-      std::string cell(to_string(m.link(src, dst)));
+      const LinkKind kind = m.link(src, dst);
+      std::string cell = kind == LinkKind::same_gpu ? std::string("same GPU") : std::string(to_string(kind));
       if (src != dst && m.peer_enabled(src, dst)) {
         cell += '*';
       }
@@ -123,12 +128,13 @@ void print_footer(const MultiGpuManager& m) {
   const Options& o = m.options();
   std::printf("\nNCCL: %s\n", m.nccl_available()
                                   ? ("available, version " + nccl_version_string(m.nccl_version())).c_str()
-                                  : (o.enable_nccl ? "not available" : "disabled (GPUXFER_NCCL)"));
+                                  : m.nccl_status().c_str());
   std::printf(
-      "options: peer access %s, pool limit %s, chunk %s, host threads %u, numa %s, capture kernels %s\n",
+      "options: peer access %s, pool limit %s, chunk %s, host threads %u, numa %s, capture kernels %s, "
+      "simulated devices %zu\n",
       o.enable_peer_access ? "on" : "off", format_bytes(o.pool_limit_bytes).c_str(),
       format_bytes(o.chunk_bytes).c_str(), o.host_threads, std::string(to_string(o.numa)).c_str(),
-      o.capture_copy_kernels ? "on" : "off");
+      o.capture_copy_kernels ? "on" : "off", o.simulated_devices);
 }
 
 }  // namespace

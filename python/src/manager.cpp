@@ -26,7 +26,7 @@ struct OptionName {
   std::string_view field;
   std::string_view variable;
 };
-constexpr std::array<OptionName, 9> option_names{{{"devices", "GPUXFER_DEVICES"},
+constexpr std::array<OptionName, 10> option_names{{{"devices", "GPUXFER_DEVICES"},
                                                   {"min_devices", "GPUXFER_MIN_DEVICES"},
                                                   {"enable_peer_access", "GPUXFER_PEER_ACCESS"},
                                                   {"enable_nccl", "GPUXFER_NCCL"},
@@ -34,7 +34,8 @@ constexpr std::array<OptionName, 9> option_names{{{"devices", "GPUXFER_DEVICES"}
                                                   {"chunk_bytes", "GPUXFER_CHUNK_BYTES"},
                                                   {"host_threads", "GPUXFER_HOST_THREADS"},
                                                   {"numa", "GPUXFER_NUMA"},
-                                                  {"capture_copy_kernels", "GPUXFER_CAPTURE_KERNELS"}}};
+                                                  {"capture_copy_kernels", "GPUXFER_CAPTURE_KERNELS"},
+                                                  {"simulated_devices", "GPUXFER_SIMULATED_DEVICES"}}};
 
 // Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
 nb::object option_value(std::string_view name, nb::handle value) {
@@ -95,9 +96,10 @@ void bind_device_info(nb::module_& m) {
       .def_ro("staging_node", &DeviceInfo::staging_node)
       .def_ro("copy_engines", &DeviceInfo::copy_engines)
       .def_ro("multiprocessors", &DeviceInfo::multiprocessors)
+      .def_ro("simulated", &DeviceInfo::simulated)
       .def("__repr__", [](const DeviceInfo& d) {
         return "DeviceInfo(ordinal=" + std::to_string(d.ordinal) + ", name='" + d.name + "', pci_bus_id='" +
-               d.pci_bus_id + "')";
+               d.pci_bus_id + "'" + (d.simulated ? ", simulated=True" : "") + ")";
       });
 }
 
@@ -141,6 +143,8 @@ void bind_manager(nb::module_& m) {
       .def_prop_ro("all_peers_enabled", [](const Manager& s) { return s.ptr->all_peers_enabled(); })
       .def_prop_ro("nccl_available", [](const Manager& s) { return s.ptr->nccl_available(); })
       .def_prop_ro("nccl_version", [](const Manager& s) { return s.ptr->nccl_version(); })
+      .def_prop_ro("nccl_status", [](const Manager& s) { return s.ptr->nccl_status(); },
+                   "Why NCCL is not available, or an empty string when it is")
       .def_prop_ro("device_status", [](const Manager& s) { return s.ptr->device_status(); })
       .def_prop_ro("options", [](const Manager& s) { return s.ptr->options(); })
       .def(

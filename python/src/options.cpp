@@ -45,6 +45,7 @@ void bind_options(nb::module_& m) {
       .def_rw("host_threads", &Options::host_threads)
       .def_rw("numa", &Options::numa)
       .def_rw("capture_copy_kernels", &Options::capture_copy_kernels)
+      .def_rw("simulated_devices", &Options::simulated_devices)
       .def("__repr__", [](const Options& o) {
         std::string devices;
         for (int d : o.devices) devices += (devices.empty() ? "" : ",") + std::to_string(d);
@@ -55,7 +56,8 @@ void bind_options(nb::module_& m) {
                ", chunk_bytes=" + std::to_string(o.chunk_bytes) +
                ", host_threads=" + std::to_string(o.host_threads) + ", numa='" +
                std::string(to_string(o.numa)) +
-               "', capture_copy_kernels=" + (o.capture_copy_kernels ? "True" : "False") + ")";
+               "', capture_copy_kernels=" + (o.capture_copy_kernels ? "True" : "False") +
+               ", simulated_devices=" + std::to_string(o.simulated_devices) + ")";
       });
   m.def("parse_size", &parse_size, nb::arg("text"), "\"4GiB\" -> 4294967296, as GPUXFER_POOL_LIMIT reads it");
 }

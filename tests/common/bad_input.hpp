@@ -40,6 +40,7 @@ struct Row {
   std::function<Texts(const World&)> texts = {};  // what the message must contain
   std::function<void(World&)> setup = {};         // changes the registry before the snapshot
   std::function<void(Options&)> options = {};     // the manager's options, when not the defaults
+  const char* separate_gpus = nullptr;            // what of separate GPUs the row needs, if anything
 };
 
 /// gtest prints a parameter in test listings and failures: the row's name says it all.

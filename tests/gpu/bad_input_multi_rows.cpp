@@ -9,6 +9,9 @@
 
 namespace gpuxfer::test {
 
+// Memory or a stream of device 1 is another GPU's only where devices 0 and 1 are separate GPUs.
+constexpr const char* kOtherGpu = "memory or a stream of another GPU";
+
 std::vector<GpuRow> multi_rows() {
   std::vector<GpuRow> r;
   auto peer_off = [](Options& o) { o.enable_peer_access = false; };
@@ -17,13 +20,19 @@ std::vector<GpuRow> multi_rows() {
                [](const GpuWorld& w) {
                  return Texts{"set_device_buffer on device 0",
                               "belongs to CUDA ordinal " + n(w.ordinal[1]) + ", not " + n(w.ordinal[0])};
-               }});
+               },
+               {},
+               {},
+               kOtherGpu});
   r.push_back({"set_device_buffer_producer_stream_of_another_device",
                [](GpuWorld& w) { w.xfer->set_device_buffer(0, w.spare[0], 16, w.stream[1]); }, Errc::invalid_argument,
                [](const GpuWorld& w) {
                  return Texts{"set_device_buffer: the producer stream belongs to ordinal " + n(w.ordinal[1]) +
                               ", the buffer to device 0"};
-               }});
+               },
+               {},
+               {},
+               kOtherGpu});
   for (const CopyPath path : kCopyPaths) {
     const std::string p = path_name(path);
     r.push_back({"copy_device_buffer_" + p + "_source_larger_than_the_destination",
@@ -138,13 +147,19 @@ std::vector<GpuRow> multi_rows() {
        Errc::invalid_buffer,
        [](const GpuWorld& w) {
          return Texts{"gather_slices slice on device 0", "belongs to CUDA ordinal " + n(w.ordinal[1])};
-       }});
+       },
+       {},
+       {},
+       kOtherGpu});
   r.push_back(
       {"gather_to_device_output_on_another_device",
        [](GpuWorld& w) { (void)w.xfer->gather_to_device(0, w.output[1], kAlloc); }, Errc::invalid_buffer,
        [](const GpuWorld& w) {
          return Texts{"gather_to_device output on device 0", "belongs to CUDA ordinal " + n(w.ordinal[1])};
-       }});
+       },
+       {},
+       {},
+       kOtherGpu});
   return r;
 }
 

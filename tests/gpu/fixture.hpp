@@ -51,6 +51,15 @@ inline constexpr std::array<std::size_t, 6> kSizes{0, 1, 3, 4095, kMiB + 7, 256 
 /// size last); nullopt for other tests. GpuTest::SetUp skips tests whose size is above test_max_bytes().
 [[nodiscard]] std::optional<std::size_t> param_bytes();
 
+/// Skips the current test when devices @p a and @p b are simulated devices of one GPU: for what only
+/// separate GPUs have (peer mappings between GPUs, NCCL between devices, two links' bandwidth). @p why
+/// says what the test needs.
+#define GPUXFER_SKIP_ON_ONE_GPU(a, b, why)                                                      \
+  if (!this->same_gpu(a, b)) {                                                                 \
+  } else                                                                                       \
+    GTEST_SKIP() << "needs separate GPUs (" << (why) << "); devices " << (a) << " and " << (b) \
+                 << " are simulated on one"
+
 /// Skips the current test (GTEST_SKIP returns from the calling function) when @p bytes is above
 /// GPUXFER_TEST_MAX_BYTES: for tests whose large size is not their parameter.
 #define GPUXFER_SKIP_ABOVE_TEST_MAX(bytes)                                                   \
@@ -133,7 +142,8 @@ inline std::size_t leases(PinnedPool& pool) {
 }
 
 /// A test with a MultiGpuManager (min_devices 0) and an InterGpuTransfer. Skips with the CUDA reason
-/// when there is no device, and with "needs N GPUs, found M" when a subclass needs more.
+/// when there is no device; where a subclass needs more devices than there are GPUs, its manager has
+/// that many simulated devices over them (Options::simulated_devices).
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -149,6 +159,10 @@ class GpuTest : public ::testing::Test {
   [[nodiscard]] virtual Options options() const;
 
   [[nodiscard]] std::size_t device_count() const { return manager_->device_count(); }
+  /// Devices @p a and @p b are simulated devices of one GPU (LinkKind::same_gpu).
+  [[nodiscard]] bool same_gpu(std::size_t a, std::size_t b) const {
+    return a != b && manager_->link(a, b) == LinkKind::same_gpu;
+  }
   [[nodiscard]] int ordinal(std::size_t index) const { return manager_->device(index).ordinal; }
   /// This test's pattern seed for device @p index; differs between devices and between tests.
   [[nodiscard]] std::uint64_t seed(std::size_t index) const { return pattern::seed_for(run_, index); }
@@ -180,8 +194,8 @@ class GpuTest : public ::testing::Test {
   std::unique_ptr<InterGpuTransfer> xfer_;
 };
 
-/// A test that needs two devices. Suites derived from it must be named MultiGpu* (ctest labels them
-/// multi_gpu and gives them two GPUs).
+/// A test that needs two devices (simulated ones on one GPU). Suites derived from it must be named
+/// MultiGpu* (ctest labels them multi_gpu and gives them two GPUs where there are two).
 class MultiGpuTest : public GpuTest {
  protected:
   [[nodiscard]] std::size_t devices_needed() const override { return 2; }

@@ -131,6 +131,9 @@ class BadInputTest : public Base, public ::testing::WithParamInterface<GpuRow> {
 
   void check_row() {
     const GpuRow& row = this->GetParam();
+    if (row.separate_gpus != nullptr) {
+      GPUXFER_SKIP_ON_ONE_GPU(0, 1, row.separate_gpus);
+    }
     GpuWorld& w = world_;
     if (row.setup) row.setup(w);
     const Registry registry = registry_of(this->xfer(), w.count);

@@ -18,7 +18,7 @@ class BroadcastFromDeviceBySize : public Base, public ::testing::WithParamInterf
 
   void check_every_root() {
     if (path() == DeviceBroadcastPath::nccl && !this->manager().nccl_available()) {
-      GTEST_SKIP() << "NCCL is not available";
+      GTEST_SKIP() << "NCCL is " << this->manager().nccl_status();
     }
     for (std::size_t root = 0; root < this->device_count(); ++root) {
       // Fresh buffers for every root: the root's holds its pattern, the others theirs, and longer.

@@ -570,7 +570,7 @@ class MultiGpuCapture : public GpuTest {
 // device 1's; the graph copies 0 -> 1, then broadcasts device 1's buffer to every device.
 TEST_F(MultiGpuCapture, APeerCopyAndAnNcclBroadcastReplayWithNewDataEveryTime) {
   if (!manager().peer_enabled(0, 1)) GTEST_SKIP() << "needs peer access between devices 0 and 1";
-  if (manager().nccl_version() == 0) GTEST_SKIP() << "needs NCCL";
+  if (manager().nccl_version() == 0) GTEST_SKIP() << "needs NCCL, which is " << manager().nccl_status();
   const std::size_t n = device_count();
   std::vector<DeviceMemory*> memory;
   for (std::size_t i = 0; i < n; ++i) {

@@ -15,7 +15,7 @@ using MultiGpuNcclStreams = SmallChunks<MultiGpuTest>;
 constexpr std::uint64_t kHoldNs = 3'000'000'000;  // how long the slow producer holds the copy back
 
 TEST_F(MultiGpuNcclStreams, BroadcastDoesNotQueueBehindAPeerCopy) {
-  if (!manager().nccl_available()) GTEST_SKIP() << "NCCL is not available";
+  if (!manager().nccl_available()) GTEST_SKIP() << "NCCL is " << this->manager().nccl_status();
   if (!manager().peer_enabled(1, 0)) GTEST_SKIP() << "needs peer access between devices 0 and 1";
   constexpr std::size_t kBytes = 2 * kMiB + 3;
   DeviceMemory& root = register_pattern(0, kBytes);
@@ -66,7 +66,7 @@ struct Progress {
 };
 
 TEST_F(MultiGpuNcclStreams, BroadcastsAndOppositeCopiesFromTwoThreadsNeitherHangNorCorrupt) {
-  if (!manager().nccl_available()) GTEST_SKIP() << "NCCL is not available";
+  if (!manager().nccl_available()) GTEST_SKIP() << "NCCL is " << this->manager().nccl_status();
   constexpr int kIterations = 300;
   constexpr int kChain = 8;  // async copies per round, alternating direction, each waiting on the last
   constexpr std::size_t kBroadcastBytes = 2 * kMiB + 3;

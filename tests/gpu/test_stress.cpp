@@ -1,4 +1,4 @@
-// GpuStress: many threads call every operation at once on one shared manager, with random sizes from 0
+// GpuStress and MultiGpuStress (four devices, simulated on fewer GPUs): many threads call every operation at once on one shared manager, with random sizes from 0
 // to 64 MiB (log-uniform, so mostly small), unaligned offsets and every path, and every result is checked
 // byte for byte. Each thread owns an engine and a buffer on every device, and keeps a model of what each
 // of its registered buffers holds (runs of pattern bytes), so that after a copy, a broadcast or a new
@@ -45,6 +45,9 @@ class GpuStress : public GpuTest {
   }
 
  protected:
+  /// The test: every phase on this fixture's devices.
+  void every_operation_from_many_threads();
+
   [[nodiscard]] Options options() const override {
     Options opts = GpuTest::options();
     opts.chunk_bytes = kMiB;  // many chunks, most ending in a partial one
@@ -71,7 +74,7 @@ struct Candidate {
   std::uint64_t seed;
 };
 
-TEST_F(GpuStress, EveryOperationFromManyThreadsDeliversEveryByte) {
+void GpuStress::every_operation_from_many_threads() {
   const Config& cfg = config_;
   progress_ = std::vector<std::atomic<std::size_t>>(cfg.threads);
   doing_ = std::vector<std::atomic<const char*>>(cfg.threads);
@@ -240,6 +243,15 @@ TEST_F(GpuStress, EveryOperationFromManyThreadsDeliversEveryByte) {
   RecordProperty("pool_in_use_at_end", std::to_string(pool.in_use));
   RecordProperty("failures", std::to_string(failures_.size()));
 }
+
+// On every GPU of the machine, and on four devices (simulated where there are fewer GPUs).
+class MultiGpuStress : public GpuStress {
+ protected:
+  [[nodiscard]] std::size_t devices_needed() const override { return 4; }
+};
+
+TEST_F(GpuStress, EveryOperationFromManyThreadsDeliversEveryByte) { every_operation_from_many_threads(); }
+TEST_F(MultiGpuStress, EveryOperationFromManyThreadsDeliversEveryByte) { every_operation_from_many_threads(); }
 
 }  // namespace
 }  // namespace gpuxfer::test

@@ -164,6 +164,28 @@ skipped_names() {
   sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .*\*\*\*Skipped.*/\1/p' "$1"
 }
 
+# "<count> x <reason>" for the skipped tests of a ctest junit file, one line per reason (GoogleTest's
+# message after "Skipped", else ctest's own), most frequent first.
+skip_reasons() {
+  python3 - "$1" <<'PY'
+import collections, re, sys, xml.etree.ElementTree as ET
+reasons = collections.Counter()
+try:
+    cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
+except (OSError, ET.ParseError):
+    cases = []
+for case in cases:
+    if case.get("status") != "skipped" and case.find("skipped") is None:
+        continue
+    out = case.findtext("system-out") or ""
+    m = re.search(r"Skipped\n(.+)", out)
+    why = m.group(1).strip() if m else ((case.find("skipped").get("message") if case.find("skipped") is not None else "") or "no reason given")
+    reasons[re.sub(r"\d{3,}", "N", why)[:160]] += 1
+for why, n in reasons.most_common():
+    print(f"{n} x {why}")
+PY
+}
+
 section "GPUs"
 {
   nvidia-smi -L
@@ -235,7 +257,7 @@ if ((run_tests)); then
   if ((ngpus >= 2)); then
     ctest_args=(--resource-spec-file "$spec" -j $((ngpus * 2)))
   else
-    # No spec (the 2-GPU tests skip with their reason); four tests at a time, the GPU's tests sharing it
+    # No spec (the multi-GPU tests run on simulated devices); four tests at a time, the GPU's tests sharing it
     # as the spec's six slots a GPU let them (one at a time took 384 s of a 600 s runner call).
     ctest_args=(-j4)
   fi
@@ -255,7 +277,7 @@ if ((run_tests)); then
       summary+=("ctest: no test ran (exit code $ctest_rc; ctest.log)")
       failures+=("ctest ran nothing")
     fi
-    while IFS= read -r name; do summary+=("  skipped: $name"); done < <(skipped_names "$work/ctest.log" | head -n 20)
+    while IFS= read -r line; do summary+=("  skipped: $line"); done < <(skip_reasons "$junit" | head -n 20)
     ((ctest_rc == 0)) || failures+=("ctest")
     # The stress test's own report: operations, bytes, time, the pool at the end (in the junit file when it
     # passed: ctest prints the output of failed tests only).
@@ -388,6 +410,7 @@ if ((run_one_gpu)); then
   summary+=("one GPU: $passed passed, $skipped skipped, $failed failed of $total ($((SECONDS - started)) s)$(stopped_note "$one_rc"); $(
     [[ -z $unexpected ]] && echo "every skip is a 2-GPU test" || echo "$(grep -c . <<<"$unexpected") skips of 1-GPU tests")")
   while IFS= read -r name; do [[ -n $name ]] && summary+=("  unexpected skip: $name"); done < <(head -n 20 <<<"$unexpected")
+  while IFS= read -r line; do summary+=("  skipped: $line"); done < <(skip_reasons "$work/junit-one-gpu.xml" | head -n 20)
   while IFS= read -r line; do summary+=("  $line"); done < <(stress_totals "$work/ctest-one-gpu.log" "$work/junit-one-gpu.xml")
   ((total > 0 && one_rc == 0)) || failures+=("one-GPU ctest")
   [[ -z $unexpected ]] || failures+=("one-GPU skips")

@@ -71,6 +71,7 @@ TEST_F(GpuGatherToDevice, DestinationOutOfRangeIsRejected) {
 }
 
 TEST_F(MultiGpuGatherToDevice, OutputOnAnotherDeviceIsRejected) {
+  GPUXFER_SKIP_ON_ONE_GPU(0, 1, "memory of another GPU");
   register_pattern(0, 4095);
   register_pattern(1, 4096);
   DeviceMemory& on1 = allocate(1, 16 * kKiB);

@@ -32,8 +32,12 @@ class OrderingTest : public GpuTest {
     return memory;
   }
 
-  void slow_produce(std::size_t index, DeviceMemory& mem, std::uint64_t fill_seed, bool legacy) {
-    poison_device(mem.ordinal(), mem.get(), mem.size());
+  // Poisons @p mem, then queues its slow producer. Poisoning synchronises the device: with several
+  // devices on one GPU (simulated), poison them all first (slow_produce_all, poisoned = true), so that no
+  // poisoning waits for a producer already queued.
+  void slow_produce(std::size_t index, DeviceMemory& mem, std::uint64_t fill_seed, bool legacy,
+                    bool poisoned = false) {
+    if (!poisoned) poison_device(mem.ordinal(), mem.get(), mem.size());
     const DeviceGuard guard(mem.ordinal());
     if (legacy) {
       pattern::fill_device_slow(mem.get(), mem.size(), fill_seed, kSpinNs, cudaStreamLegacy);
@@ -48,7 +52,8 @@ class OrderingTest : public GpuTest {
   }
 
   void slow_produce_all(const std::vector<DeviceMemory*>& memory, bool legacy) {
-    for (std::size_t i = 0; i < memory.size(); ++i) slow_produce(i, *memory[i], seed(i), legacy);
+    for (DeviceMemory* mem : memory) poison_device(mem->ordinal(), mem->get(), mem->size());
+    for (std::size_t i = 0; i < memory.size(); ++i) slow_produce(i, *memory[i], seed(i), legacy, true);
   }
 
   // Every producer queued since the last call still runs: the operation that follows starts inside their
@@ -162,8 +167,10 @@ TEST_F(MultiGpuOrdering, DeviceCopyWaitsForBothProducers) {
     DeviceMemory& src = poisoned(0);
     DeviceMemory& dst = poisoned(1);
     xfer().copy_device_buffer(0, 1, path);  // warm-up: the staged path's pool blocks, the path's set-up
-    slow_produce(1, dst, seed(1), false);  // the copy must also not be overwritten by dst's producer
-    slow_produce(0, src, seed(0), false);
+    poison_device(src.ordinal(), src.get(), src.size());
+    poison_device(dst.ordinal(), dst.get(), dst.size());
+    slow_produce(1, dst, seed(1), false, true);  // the copy must also not be overwritten by dst's producer
+    slow_produce(0, src, seed(0), false, true);
     ASSERT_TRUE(producers_still_running()) << path_name(path);
     xfer().copy_device_buffer(0, 1, path);
     sync_producers();

@@ -307,9 +307,10 @@ def test_a_dropped_handle_keeps_the_registered_tensors_until_its_copy_is_done(ma
     registration cleared and its tensor dropped: the tensor lives until the copy is done (close waits)."""
     transfer = gpuxfer.Transfer(manager2)
     first, second = (d.ordinal for d in manager2.devices[:2])
+    # The target first: allocating it may synchronise its GPU, which is the source's on simulated devices.
+    target = lib.poisoned(second, 1 << 20)
     stream, _, source = written_late(lib, first, 1 << 20, seed=51)
     transfer.set_device_buffer(0, source, stream)
-    target = lib.poisoned(second, 1 << 20)
     transfer.set_device_buffer(1, target, stream=0)
     alive = weakref.ref(target)
     handle = transfer.copy_device_buffer_async(0, 1)  # behind the ~50 ms spin on stream

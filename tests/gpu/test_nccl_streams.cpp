@@ -86,6 +86,7 @@ TEST_F(MultiGpuNcclStreams, BroadcastsAndOppositeCopiesFromTwoThreadsNeitherHang
     broadcaster.set_device_buffer(i, bcast[i]->get(), kBroadcastBytes);
     copier.set_device_buffer(i, copied[i]->get(), kCopyBytes);
   }
+  for (DeviceMemory* mem : bcast) fill_device(mem->ordinal(), mem->get(), kBroadcastBytes, other_seed(0));
   broadcaster.broadcast_from_device(0, broadcast_path);  // NCCL's communicators, made once
 
   Progress progress;

@@ -1,6 +1,7 @@
 // `gpuxfer launch -n N [--] program args...`: N processes of one job on this host, each with GPUXFER_RANK,
 // GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE, GPUXFER_INIT (a TCP rendezvous on a free local port) and
-// GPUXFER_JOB_ID (the same for the job's ranks, another for any other job) set
+// GPUXFER_JOB_ID (the same for the job's ranks, another for any other job) and GPUXFER_SECRET (256 random
+// bits made for the job, which its ranks prove to each other at the rendezvous) set
 // (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
@@ -27,6 +28,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "comm/secret.hpp"
 #include "comm/socket.hpp"
 #include "comm/wire.hpp"
 #include "commands.hpp"
@@ -78,6 +80,7 @@ struct Job {
   int world = 0;
   int port = 0;    ///< of the rendezvous, on 127.0.0.1
   std::string id;  ///< GPUXFER_JOB_ID: this host, this launcher's pid and the port
+  std::string secret;  ///< GPUXFER_SECRET: 256 random bits in hex, made for this job
   bool node_per_rank = false;
 };
 
@@ -87,12 +90,15 @@ std::vector<std::string> rank_environment(int rank, const Job& of) {
   std::vector<std::string> job{
       "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
       "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
-      "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port), "GPUXFER_JOB_ID=" + of.id};
+      "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port), "GPUXFER_JOB_ID=" + of.id,
+      "GPUXFER_SECRET=" + of.secret};
+  // The job's own secret replaces a file the caller named (both set is refused).
+  const std::string replaced_too = "GPUXFER_SECRET_FILE=";
   if (of.node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
   std::vector<std::string> out;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
-    bool replaced = false;
+    bool replaced = text.starts_with(replaced_too);
     for (const std::string& own : job)
       replaced = replaced || text.starts_with(own.substr(0, own.find('=') + 1));
     if (!replaced) out.push_back(text);
@@ -386,6 +392,7 @@ int run_launch(const LaunchArgs& args) {
   job.id =
       "launch:" + detail::local_host_name() + ":" + std::to_string(getpid()) + ":" + std::to_string(job.port);
   job.node_per_rank = args.node_per_rank;
+  job.secret = detail::new_secret_hex();
 
   // A signal ignored when we start (nohup, a shell's trap "" or `&`) stays ignored, for us and the ranks,
   // and is not passed on.

@@ -7,6 +7,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "comm/secret.hpp"
 #include "node/environment.hpp"
 
 namespace gpuxfer::detail {
@@ -144,6 +145,7 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
     LaunchEnv env = read_ranks(lookup, launcher);
     env.timeout = timeout;
     env.job = read_job(lookup, env.launcher);
+    if (env.world_size > 1) env.secret = read_job_secret(lookup);
     if (auto address = find_address(lookup)) {
       env.init = std::move(*address);
     } else if (env.world_size > 1) {

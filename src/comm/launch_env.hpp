@@ -31,6 +31,9 @@ struct LaunchEnv {
   /// What names this job on every rank, when something does (read_launch_env says what); empty when
   /// nothing does. Both rendezvous refuse a process whose job has another name.
   std::string job;
+  /// The job's secret, as bytes (GPUXFER_SECRET, GPUXFER_SECRET_FILE): every rank proves it holds it to
+  /// the others before the TCP rendezvous says anything. Empty when none is set. Never logged.
+  std::string secret;
 };
 
 /// The longest job name: GPUXFER_JOB_ID past it is refused, a launcher's own is cut there.
@@ -61,7 +64,8 @@ inline constexpr std::size_t max_job_bytes = 255;
 /// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all. The job's name: GPUXFER_JOB_ID (which
 /// `gpuxfer launch` sets), else the launcher's own: "torchrun:" TORCHELASTIC_RUN_ID, "openmpi:"
 /// OMPI_MCA_ess_base_jobid (Open MPI 4) or PMIX_NAMESPACE (5), "slurm:" SLURM_JOB_ID[.SLURM_STEP_ID];
-/// else empty.
+/// else empty. The job's secret: GPUXFER_SECRET or GPUXFER_SECRET_FILE (comm/secret.hpp), for a world of
+/// several.
 /// @throws Error(Errc::invalid_option) naming the variable and its value
 [[nodiscard]] LaunchEnv read_launch_env(const EnvLookup& lookup);
 

@@ -1,16 +1,35 @@
 #include "comm/rendezvous.hpp"
 
+#include <mutex>
+
 #include <gpuxfer/error.hpp>
 
 #include "comm/file_rendezvous.hpp"
 #include "comm/tcp_rendezvous.hpp"
+#include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
+namespace {
+
+// Once per process: what a TCP rendezvous without a secret lets any process that reaches it do.
+void warn_without_secret(const LaunchEnv& env) {
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    GPUXFER_LOG(warn, "rendezvous: no GPUXFER_SECRET or GPUXFER_SECRET_FILE is set, so the ranks cannot tell "
+                      "each other from any process that reaches " + env.init.to_string() +
+                      ": such a process can join as a rank and read rank 0's NCCL id, fail the job, or "
+                      "pose as rank 0 and hand the ranks an id of its own. `gpuxfer launch` sets one; "
+                      "README (Across processes and nodes) says how with other launchers");
+  });
+}
+
+}  // namespace
 
 std::string exchange_blob(const LaunchEnv& env, const std::string& blob) {
   if (env.world_size == 1) return blob;
   switch (env.init.kind) {
     case InitAddress::Kind::tcp:
+      if (env.secret.empty()) warn_without_secret(env);
       if (env.rank == 0) {
         serve_tcp_rendezvous(env, blob);
         return blob;

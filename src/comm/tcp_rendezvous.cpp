@@ -1,8 +1,10 @@
 #include "comm/tcp_rendezvous.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <poll.h>
@@ -12,6 +14,7 @@
 
 #include "comm/deadline.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/secret.hpp"
 #include "comm/socket.hpp"
 #include "runtime/log.hpp"
 
@@ -23,9 +26,28 @@ constexpr std::size_t max_hello_bytes = 1024;
 // How long rank 0 tries to deliver an error to a rank before it gives up on that rank.
 constexpr std::chrono::milliseconds error_delivery{500};
 
+// With a secret, before anything else: the rank sends auth_tag and its nonce; rank 0 answers with its
+// nonce and the MAC of both under rank0_label; the rank answers with the MAC under rank_label. The labels
+// differ, so that neither side's proof can be played back as the other's.
+constexpr std::string_view auth_tag = "GXFA";
+constexpr std::size_t nonce_bytes = 32;
+constexpr std::size_t mac_bytes = 32;
+constexpr std::string_view rank0_label = "gpuxfer rendezvous: rank 0 proves the secret";
+constexpr std::string_view rank_label = "gpuxfer rendezvous: a rank proves the secret";
+
+std::string proof(const std::string& secret, std::string_view label, const std::string& nonces) {
+  return hmac_sha256(secret, std::string(label) + nonces);
+}
+
+// Where a connection to rank 0 is: proving the secret (challenge: its nonce expected; proof: its MAC
+// expected), then saying hello. Without a secret every connection starts at hello.
+enum class Stage { challenge, proof, hello };
+
 struct Peer {
   UniqueFd socket;
+  Stage stage = Stage::hello;
   std::string received;
+  std::string nonces;  ///< the peer's and rank 0's, which the peer's proof signs
   std::optional<Hello> hello;
 };
 
@@ -45,7 +67,8 @@ Hello hello_of(const LaunchEnv& env) {
 class Server {
  public:
   explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(hello_of(env)) {
-    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size, env.init.every_interface, deadline_);
+    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size,
+                           env.init.every_interface, deadline_);
   }
 
   void run(const std::string& blob) {
@@ -77,12 +100,10 @@ class Server {
     for (const auto& [rank, peer] : joined_) {
       if (fds[at++].revents != 0) fail_left(peer);
     }
-    if (fds[0].revents != 0) accept_all();
-    // pending_ may have grown; only the entries that were polled have revents.
     std::vector<Peer> still_pending;
     for (std::size_t i = 0; i < pending_.size(); ++i) {
       Peer& peer = pending_[i];
-      if (i + 1 < fds.size() && fds[i + 1].revents != 0 && !read_hello(peer)) continue;  // gone
+      if (fds[i + 1].revents != 0 && !progress(peer)) continue;  // gone, or not a rank of this job
       if (peer.hello) {
         admit(peer);  // moves the peer into joined_ when it is a rank
       } else {
@@ -90,22 +111,67 @@ class Server {
       }
     }
     pending_ = std::move(still_pending);
+    // After the reads: a connection accepted now is read once poll has seen it.
+    if (fds[0].revents != 0) accept_all();
   }
 
   void accept_all() {
     while (true) {
       UniqueFd socket(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!socket) return;
-      pending_.push_back(Peer{std::move(socket), {}, std::nullopt});
+      const Stage first = env_.secret.empty() ? Stage::hello : Stage::challenge;
+      pending_.push_back(Peer{std::move(socket), first, {}, {}, std::nullopt});
     }
   }
 
-  // False when the peer went away before its Hello was whole (not a rank, or a rank that died: the
-  // missing-rank error reports it later if it never comes back).
-  static bool read_hello(Peer& peer) {
-    const ReadResult result = read_some(peer.socket, peer.received, max_hello_bytes);
+  // Reads what @p peer sent and moves it on as far as that allows. False when it is to be dropped: it
+  // went away before its Hello was whole (not a rank, or a rank that died: the missing-rank error reports
+  // it later if it never comes back), sent more than a Hello can take, or did not prove the secret.
+  bool progress(Peer& peer) {
+    const std::size_t limit = 2 * nonce_bytes + mac_bytes + max_hello_bytes;
+    const ReadResult result = read_some(peer.socket, peer.received, limit);
+    if (peer.stage == Stage::challenge && !answer_challenge(peer)) return unproven();
+    if (peer.stage == Stage::proof && !check_proof(peer)) return unproven();
+    if (peer.stage != Stage::hello) return result != ReadResult::closed || unproven();
+    if (env_.secret.empty() && peer.received.starts_with(auth_tag)) {
+      GPUXFER_LOG(warn, "rendezvous: dropped a rank that has a secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
+                        "rank 0 has none; give every rank the same one");
+      return false;
+    }
     peer.hello = decode_hello(peer.received);
+    if (!peer.hello && peer.received.size() >= limit) return false;
     return peer.hello.has_value() || result != ReadResult::closed;
+  }
+
+  bool unproven() {
+    ++unproven_;
+    return false;
+  }
+
+  // The peer's challenge, once whole, answered with rank 0's nonce and proof. False for a peer that does
+  // not speak first as a rank with a secret does (a rank without one, or anything else).
+  bool answer_challenge(Peer& peer) {
+    const std::size_t tag = auth_tag.size();
+    if (peer.received.compare(0, std::min(tag, peer.received.size()), auth_tag, 0,
+                              std::min(tag, peer.received.size())) != 0) {
+      return false;
+    }
+    if (peer.received.size() < tag + nonce_bytes) return true;
+    const std::string ours = random_bytes(nonce_bytes);
+    peer.nonces = peer.received.substr(tag, nonce_bytes) + ours;
+    peer.received.erase(0, tag + nonce_bytes);
+    peer.stage = Stage::proof;
+    return send_all(peer.socket, as_bytes(ours + proof(env_.secret, rank0_label, peer.nonces)),
+                    Deadline(error_delivery));
+  }
+
+  // The peer's proof, once whole: false when it is not the secret's.
+  bool check_proof(Peer& peer) {
+    if (peer.received.size() < mac_bytes) return true;
+    const bool proven = same_mac(peer.received.substr(0, mac_bytes), proof(env_.secret, rank_label, peer.nonces));
+    peer.received.erase(0, mac_bytes);
+    if (proven) peer.stage = Stage::hello;
+    return proven;
   }
 
   void admit(Peer& peer) {
@@ -180,21 +246,26 @@ class Server {
     for (int rank = 1; rank < env_.world_size; ++rank) {
       if (joined_.count(static_cast<std::uint32_t>(rank)) == 0) missing.add(rank);
     }
+    const std::string unproven =
+        unproven_ == 0 ? ""
+                       : " (" + std::to_string(unproven_) +
+                             " connections that did not prove the job's secret were dropped: every rank "
+                             "needs the same GPUXFER_SECRET or GPUXFER_SECRET_FILE)";
     return "rank 0 waited " + deadline_.describe() + " on " + env_.init.to_string() + " for " +
-           missing.describe() + " of " + std::to_string(env_.world_size) +
-           ", which never joined: check that every rank started, that each can reach this address, and "
-           "that GPUXFER_TIMEOUT allows for the slowest start";
+           missing.describe() + " of " + std::to_string(env_.world_size) + ", which never joined" + unproven +
+           ": check that every rank started, that each can reach this address, and that GPUXFER_TIMEOUT "
+           "allows for the slowest start";
   }
 
-  // Tells every rank connected so far (and @p also, and the connections whose Hello is still incomplete)
-  // what went wrong, then throws it.
+  // Tells every rank connected so far (and @p also, and the connections that proved the secret, or all
+  // without one, whose Hello is still incomplete) what went wrong, then throws it.
   [[noreturn]] void fail(const std::string& message, Peer* also = nullptr) {
     const std::string reply = encode(Reply{false, message});
     const Deadline delivery(error_delivery);
     if (also != nullptr) (void)send_all(also->socket, as_bytes(reply), delivery);
     for (auto& [rank, peer] : joined_) (void)send_all(peer.socket, as_bytes(reply), delivery);
     for (Peer& peer : pending_) {
-      if (&peer != also) (void)send_all(peer.socket, as_bytes(reply), delivery);
+      if (&peer != also && peer.stage == Stage::hello) (void)send_all(peer.socket, as_bytes(reply), delivery);
     }
     throw Error(Errc::comm_error, message);
   }
@@ -205,18 +276,54 @@ class Server {
   UniqueFd listener_;
   std::vector<Peer> pending_;
   std::map<std::uint32_t, Peer> joined_;
+  std::size_t unproven_ = 0;  ///< connections dropped for not proving the secret, for the timeout's message
 };
+
+// With a secret: proves it to rank 0 and has rank 0 prove it back, before the Hello says anything.
+void prove_each_other(const UniqueFd& socket, const std::string& secret, const std::string& who,
+                      const InitAddress& address, const Deadline& deadline) {
+  const std::string ours = random_bytes(nonce_bytes);
+  const std::string challenge = std::string(auth_tag) + ours;
+  const std::string lacks = ": every rank needs the same GPUXFER_SECRET (or GPUXFER_SECRET_FILE), rank 0 too";
+  if (!send_all(socket, std::as_bytes(std::span<const char>(challenge.data(), challenge.size())), deadline)) {
+    throw Error(Errc::comm_error, who + " could not send its challenge to rank 0 at " + address.to_string() + lacks);
+  }
+  std::string answer;
+  while (answer.size() < nonce_bytes + mac_bytes) {
+    if (!wait_readable(socket, deadline)) {
+      throw Error(Errc::comm_error, who + " got no proof of the job's secret from " + address.to_string() +
+                                        " within " + deadline.describe() + lacks);
+    }
+    if (read_some(socket, answer, nonce_bytes + mac_bytes) == ReadResult::closed &&
+        answer.size() < nonce_bytes + mac_bytes) {
+      throw Error(Errc::comm_error, "rank 0 at " + address.to_string() + " closed the connection of " + who +
+                                        " before proving the job's secret (it refused this rank's, or has none)" +
+                                        lacks);
+    }
+  }
+  const std::string nonces = ours + answer.substr(0, nonce_bytes);
+  if (!same_mac(answer.substr(nonce_bytes), proof(secret, rank0_label, nonces))) {
+    throw Error(Errc::comm_error, "the process at " + address.to_string() + " did not prove the job's secret, so " +
+                                      who + " took nothing from it: either it has another GPUXFER_SECRET, or "
+                                      "it is not this job's rank 0 (another process holds the port)");
+  }
+  const std::string ours_proven = proof(secret, rank_label, nonces);
+  if (!send_all(socket, std::as_bytes(std::span<const char>(ours_proven.data(), ours_proven.size())), deadline)) {
+    throw Error(Errc::comm_error, who + ": rank 0 at " + address.to_string() +
+                                      " closed the connection before this rank proved the job's secret");
+  }
+}
 
 }  // namespace
 
 void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob) { Server(env).run(blob); }
 
 std::string join_tcp_rendezvous(const LaunchEnv& env) {
-  return join_tcp_rendezvous(env.init, hello_of(env), env.timeout);
+  return join_tcp_rendezvous(env.init, hello_of(env), env.timeout, env.secret);
 }
 
 std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, const std::string& secret) {
   const std::string who = "rank " + std::to_string(hello.rank);
   const Deadline connecting(timeout);
   const UniqueFd socket = tcp_connect(address.host, address.port, connecting, who);
@@ -224,6 +331,7 @@ std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
   // Rank 0 listened before this connection, so its own deadline ends within one timeout from now: waiting
   // a little longer lets its error (a rank missing, a conflict) arrive rather than a timeout of our own.
   const Deadline answering(timeout, std::chrono::seconds(1));
+  if (!secret.empty()) prove_each_other(socket, secret, who, address, answering);
   if (!send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())), answering)) {
     throw Error(Errc::comm_error, who + " could not send its hello to rank 0 at " + address.to_string() +
                                       ": rank 0 closed the connection (it failed or was stopped)");
@@ -245,7 +353,7 @@ std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
                   who + ": rank 0 at " + address.to_string() +
                       " closed the connection without an answer (it failed or was stopped, or its world "
                       "had formed without this process: is " +
-                      who + " started twice?)");
+                      who + " started twice? Or rank 0 has a GPUXFER_SECRET and this rank none)");
     }
   }
 }

@@ -12,19 +12,22 @@
 namespace gpuxfer::detail {
 
 /// Rank 0: listens on @p env.init, waits until every other rank has said hello, then sends each @p blob.
+/// With @p env.secret, a connection must prove it (an HMAC of rank 0's challenge) before rank 0 reads its
+/// Hello, and rank 0 proves it back; one that does not is dropped, told nothing, and cannot fail the job.
 /// Any inconsistency (world sizes that disagree, a rank claimed twice, a rank out of range, another
 /// protocol version) or ranks missing at the deadline: every rank connected so far gets the error text,
 /// then this throws it.
 /// @throws Error(Errc::comm_error) naming the ranks, the hosts and what to set
 void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob);
 
-/// A rank other than 0: returns rank 0's blob.
+/// A rank other than 0: returns rank 0's blob. With @p env.secret, only from a rank 0 that proved it.
 /// @throws Error(Errc::comm_error) when rank 0 cannot be reached by the deadline, answers with an error,
 ///         or closes the connection without an answer
 [[nodiscard]] std::string join_tcp_rendezvous(const LaunchEnv& env);
 
-/// join_tcp_rendezvous with a Hello the caller built (the tests send wrong ones).
+/// join_tcp_rendezvous with a Hello the caller built (the tests send wrong ones); with @p secret (bytes),
+/// rank 0 and this process prove it to each other first.
 [[nodiscard]] std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout, const std::string& secret = {});
 
 }  // namespace gpuxfer::detail

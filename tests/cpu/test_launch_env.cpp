@@ -6,6 +6,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "comm/launch_env.hpp"
 #include "common/env.hpp"
@@ -300,6 +302,39 @@ INSTANTIATE_TEST_SUITE_P(Rows, LaunchEnvBad, ::testing::ValuesIn(bad_rows),
                            for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
+
+// The job's secret: hex of at least 128 bits in GPUXFER_SECRET, or in a file of this user's alone named by
+// GPUXFER_SECRET_FILE; anything else is refused before a rank connects.
+TEST(LaunchEnv, ABadSecretIsRefused) {
+  const std::map<std::string, std::string> job{{"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "2"},
+                                               {"GPUXFER_INIT", "tcp://127.0.0.1:29500"}};
+  const auto with = [&](std::map<std::string, std::string> more) {
+    more.insert(job.begin(), job.end());
+    return [more] { (void)read(more); };
+  };
+  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET", "0123456789abcdef"}}), Errc::invalid_option,
+                           "GPUXFER_SECRET", "128 bits"));
+  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET", std::string(32, 'x')}}), Errc::invalid_option,
+                           "GPUXFER_SECRET", "hex"));
+  char path[] = "/tmp/gpuxfer-secret-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string hex(64, 'a');
+  ASSERT_EQ(write(fd, hex.data(), hex.size()), static_cast<ssize_t>(hex.size()));
+  close(fd);
+  ASSERT_EQ(chmod(path, 0644), 0);
+  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET_FILE", path}}), Errc::invalid_option, "GPUXFER_SECRET_FILE",
+                           "chmod 600"));
+  ASSERT_EQ(chmod(path, 0600), 0);
+  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET_FILE", path}, {"GPUXFER_SECRET", hex}}), Errc::invalid_option,
+                           "both set"));
+  EXPECT_NO_THROW((void)read([&] {
+    std::map<std::string, std::string> more{{"GPUXFER_SECRET_FILE", path}};
+    more.insert(job.begin(), job.end());
+    return more;
+  }()));
+  unlink(path);
+}
 
 }  // namespace
 }  // namespace gpuxfer

@@ -355,5 +355,106 @@ TEST(TcpRendezvousErrors, RankZeroGoneBeforeAnswering) {
   EXPECT_TRUE(contains(outcomes[1], "closed the connection without an answer")) << outcomes[1].text;
 }
 
+// --- the job's secret -----------------------------------------------------------------------------------
+
+const std::string job_secret(64, 'a');
+const std::string other_secret(64, 'b');
+
+// A rank of a job whose ranks share @p secret, read from the environment as a launcher sets it.
+detail::LaunchEnv secret_env(int rank, int world, const detail::InitAddress& init, const std::string& timeout,
+                             const std::string& secret, const std::string& job = "gx:secret-job") {
+  test::FakeEnv variables({{"GPUXFER_RANK", std::to_string(rank)},
+                           {"GPUXFER_WORLD_SIZE", std::to_string(world)},
+                           {"GPUXFER_INIT", "tcp://" + init.host + ":" + std::to_string(init.port)},
+                           {"GPUXFER_TIMEOUT", timeout},
+                           {"GPUXFER_JOB_ID", job},
+                           {"GPUXFER_SECRET", secret}});
+  return detail::read_launch_env(variables.lookup());
+}
+
+// A process without the secret: connects, sends @p hello (and leaves at once with @p leave), and returns
+// every byte rank 0 sent it within a second.
+std::function<std::string()> impostor(const detail::InitAddress& init, const detail::Hello& hello,
+                                      bool leave = false) {
+  return [init, hello, leave] {
+    const detail::Deadline deadline(1000ms);
+    const detail::UniqueFd socket = detail::tcp_connect(init.host, init.port, detail::Deadline(3000ms), "impostor");
+    const std::string message = detail::encode(hello);
+    (void)detail::send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())),
+                           deadline);
+    std::string received;
+    while (!leave && detail::wait_readable(socket, deadline)) {
+      if (detail::read_some(socket, received, 1 << 16) == detail::ReadResult::closed) break;
+    }
+    return received;
+  };
+}
+
+// Impostors without the secret reach rank 0 first: one claims rank 1 with no job name (once admitted),
+// others send what once failed the whole job (another world size, protocol 99, a Hello and a close).
+// Rank 0 tells them nothing at all (no blob, no job, no host), none of them fails the job, and the real
+// rank 1, which comes last, gets the blob.
+TEST(TcpRendezvousSecret, ImpostorsWithoutTheSecretLearnNothingAndTheJobForms) {
+  const auto init = test::local_tcp();
+  const std::string blob = test::pattern_blob(43);
+  detail::Hello claims_rank_1;
+  claims_rank_1.world_size = 2;
+  claims_rank_1.rank = 1;
+  claims_rank_1.host = "impostor";
+  detail::Hello other_world = claims_rank_1;
+  other_world.world_size = 3;
+  detail::Hello protocol_99 = claims_rank_1;
+  protocol_99.version = 99;
+  const auto outcomes = test::run_forked(
+      {rank_body(secret_env(0, 2, init, "5", job_secret), blob), impostor(init, claims_rank_1),
+       impostor(init, other_world), impostor(init, protocol_99), impostor(init, claims_rank_1, true),
+       rank_body(secret_env(1, 2, init, "5", job_secret), "")},
+      20s, {0ms, 100ms, 100ms, 100ms, 100ms, 1500ms});
+  ASSERT_EQ(outcomes.size(), 6u);
+  EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[5]}, blob));
+  for (std::size_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(outcomes[i].ok) << describe(outcomes[i]);
+    EXPECT_EQ(outcomes[i].text, "") << "impostor " << i << " was told something";
+  }
+}
+
+// A rank whose secret is not rank 0's: refused before it says who it is, naming the secret; rank 0 goes on
+// waiting for the real rank 1 and times out, naming it.
+TEST(TcpRendezvousSecret, AWrongSecretIsRefused) {
+  const auto init = test::local_tcp();
+  const auto outcomes = test::run_forked({rank_body(secret_env(0, 2, init, "1.5", job_secret), "b"),
+                                          rank_body(secret_env(1, 2, init, "1.5", other_secret), "")});
+  ASSERT_EQ(outcomes.size(), 2u);
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "for rank 1 of 2, which never joined")) << outcomes[0].text;
+  ASSERT_EQ(outcomes[1].code, "comm_error") << describe(outcomes[1]);
+  EXPECT_TRUE(contains(outcomes[1], "GPUXFER_SECRET")) << outcomes[1].text;
+}
+
+// A process that holds the port before rank 0 listens and answers like rank 0, with a blob of its own:
+// rank 1 rejects it, since it cannot prove the secret.
+TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
+  const detail::UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1);
+  const auto init =
+      detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(detail::bound_port(listener)), "t");
+  auto fake_rank_zero = [&] {
+    const detail::Deadline deadline(3000ms);
+    if (!detail::wait_readable(listener, deadline)) return std::string("nobody came");
+    detail::UniqueFd peer(accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK));
+    std::string got;
+    (void)detail::wait_readable(peer, deadline);
+    (void)detail::read_some(peer, got, 4096);
+    const std::string reply = detail::encode(detail::Reply{true, std::string(128, 'F')});
+    (void)detail::send_all(peer, std::as_bytes(std::span<const char>(reply.data(), reply.size())), deadline);
+    std::this_thread::sleep_for(1500ms);
+    return std::string("answered");
+  };
+  const auto outcomes =
+      test::run_forked({fake_rank_zero, rank_body(secret_env(1, 2, init, "2", job_secret), "")});
+  EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
+  ASSERT_EQ(outcomes[1].code, "comm_error") << describe(outcomes[1]);
+  EXPECT_TRUE(contains(outcomes[1], "secret")) << outcomes[1].text;
+}
+
 }  // namespace
 }  // namespace gpuxfer

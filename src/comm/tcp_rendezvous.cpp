@@ -25,6 +25,16 @@ namespace {
 constexpr std::size_t max_hello_bytes = 1024;
 // How long rank 0 tries to deliver an error to a rank before it gives up on that rank.
 constexpr std::chrono::milliseconds error_delivery{500};
+// Room for a burst of connections (200 at once took 9 s with a backlog of the world size); the kernel caps
+// it at net.core.somaxconn.
+constexpr int listen_backlog = 1024;
+// The most connections rank 0 holds before they have proven the secret and said hello: past it, the
+// oldest is dropped.
+constexpr std::size_t max_pending = 128;
+// How long a connection may take to prove the secret and say hello (a rank does at once).
+constexpr std::chrono::milliseconds admit_within{10000};
+// How long rank 0 leaves its listener alone when it has no descriptor to accept with and none to free.
+constexpr std::chrono::milliseconds accept_pause{100};
 
 // With a secret, before anything else: the rank sends auth_tag and its nonce; rank 0 answers with its
 // nonce and the MAC of both under rank0_label; the rank answers with the MAC under rank_label. The labels
@@ -46,6 +56,7 @@ enum class Stage { challenge, proof, hello };
 struct Peer {
   UniqueFd socket;
   Stage stage = Stage::hello;
+  Deadline::Clock::time_point admit_by;
   std::string received;
   std::string nonces;  ///< the peer's and rank 0's, which the peer's proof signs
   std::optional<Hello> hello;
@@ -67,7 +78,7 @@ Hello hello_of(const LaunchEnv& env) {
 class Server {
  public:
   explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(hello_of(env)) {
-    listener_ = tcp_listen(env.init.host, env.init.port, env.world_size,
+    listener_ = tcp_listen(env.init.host, env.init.port, std::max(listen_backlog, env.world_size),
                            env.init.every_interface, deadline_);
   }
 
@@ -90,12 +101,13 @@ class Server {
   }
 
   void poll_once() {
-    std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
+    const auto now = Deadline::Clock::now();
+    std::vector<pollfd> fds{{now < accept_after_ ? -1 : listener_.get(), POLLIN, 0}};
     for (const Peer& peer : pending_) fds.push_back({peer.socket.get(), POLLIN, 0});
     // A rank that joined sends nothing more: its socket turns readable only when the rank has gone.
     const std::size_t joined_at = fds.size();
     for (const auto& [rank, peer] : joined_) fds.push_back({peer.socket.get(), POLLIN, 0});
-    if (poll(fds.data(), fds.size(), deadline_.poll_ms(std::chrono::milliseconds(100))) <= 0) return;
+    if (poll(fds.data(), fds.size(), deadline_.poll_ms(std::chrono::milliseconds(100))) < 0) return;
     std::size_t at = joined_at;
     for (const auto& [rank, peer] : joined_) {
       if (fds[at++].revents != 0) fail_left(peer);
@@ -106,8 +118,11 @@ class Server {
       if (fds[i + 1].revents != 0 && !progress(peer)) continue;  // gone, or not a rank of this job
       if (peer.hello) {
         admit(peer);  // moves the peer into joined_ when it is a rank
-      } else {
+      } else if (Deadline::Clock::now() < peer.admit_by) {
         still_pending.push_back(std::move(peer));
+      } else {
+        GPUXFER_LOG(debug, "rendezvous: dropped a connection that said nothing in time");
+        if (peer.stage != Stage::hello) ++unproven_;
       }
     }
     pending_ = std::move(still_pending);
@@ -118,10 +133,33 @@ class Server {
   void accept_all() {
     while (true) {
       UniqueFd socket(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!socket) return;
+      if (!socket) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) make_room();
+        return;
+      }
+      if (pending_.size() >= max_pending) drop_oldest();
       const Stage first = env_.secret.empty() ? Stage::hello : Stage::challenge;
-      pending_.push_back(Peer{std::move(socket), first, {}, {}, std::nullopt});
+      pending_.push_back(Peer{std::move(socket), first,
+                              Deadline::Clock::now() + std::min(admit_within, env_.timeout), {}, {}, std::nullopt});
     }
+  }
+
+  // Out of descriptors: the oldest connection that has not said hello goes (the connections that wait
+  // in the backlog behind it, a rank among them perhaps, come in its place); with none, the listener
+  // rests a moment rather than poll() waking at once for an accept that fails again.
+  void make_room() {
+    if (pending_.empty()) {
+      accept_after_ = Deadline::Clock::now() + accept_pause;
+    } else {
+      drop_oldest();
+    }
+  }
+
+  void drop_oldest() {
+    GPUXFER_LOG(debug, "rendezvous: dropped the oldest connection that has not said hello, to make room");
+    if (pending_.front().stage != Stage::hello) ++unproven_;
+    pending_.erase(pending_.begin());
   }
 
   // Reads what @p peer sent and moves it on as far as that allows. False when it is to be dropped: it
@@ -274,9 +312,10 @@ class Server {
   Deadline deadline_;
   Hello self_;
   UniqueFd listener_;
-  std::vector<Peer> pending_;
+  std::vector<Peer> pending_;  ///< oldest first
   std::map<std::uint32_t, Peer> joined_;
   std::size_t unproven_ = 0;  ///< connections dropped for not proving the secret, for the timeout's message
+  Deadline::Clock::time_point accept_after_{};
 };
 
 // With a secret: proves it to rank 0 and has rank 0 prove it back, before the Hello says anything.

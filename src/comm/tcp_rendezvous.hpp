@@ -14,6 +14,9 @@ namespace gpuxfer::detail {
 /// Rank 0: listens on @p env.init, waits until every other rank has said hello, then sends each @p blob.
 /// With @p env.secret, a connection must prove it (an HMAC of rank 0's challenge) before rank 0 reads its
 /// Hello, and rank 0 proves it back; one that does not is dropped, told nothing, and cannot fail the job.
+/// Rank 0 listens with a backlog of 1024 (or the world size, if larger), holds at most 128 connections
+/// that have not said hello, each for at most 10 s (less with a shorter timeout), and when out of
+/// descriptors drops the oldest of them rather than spin on accept.
 /// Any inconsistency (world sizes that disagree, a rank claimed twice, a rank out of range, another
 /// protocol version) or ranks missing at the deadline: every rank connected so far gets the error text,
 /// then this throws it.

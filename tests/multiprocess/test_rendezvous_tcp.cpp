@@ -2,6 +2,7 @@
 // for 1, 2 and 4 ranks, and each failure of the list is an Error(Errc::comm_error) that names what
 // to check, on rank 0 and on the other ranks, within a short timeout.
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -454,6 +456,59 @@ TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
   EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
   ASSERT_EQ(outcomes[1].code, "comm_error") << describe(outcomes[1]);
   EXPECT_TRUE(contains(outcomes[1], "secret")) << outcomes[1].text;
+}
+
+// --- a bounded server -----------------------------------------------------------------------------------
+
+// A process that opens @p count connections to rank 0 one after another and holds them, silent, for
+// @p hold: returns how long the connecting took, in ms.
+std::function<std::string()> holder(const detail::InitAddress& init, int count, std::chrono::milliseconds hold) {
+  return [init, count, hold] {
+    std::vector<detail::UniqueFd> held;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < count; ++i) {
+      held.push_back(detail::tcp_connect(init.host, init.port, detail::Deadline(20000ms), "holder"));
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    std::this_thread::sleep_for(hold);
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+  };
+}
+
+// 200 connections one after another (once 9.2 s with a backlog of the world size): accepted at once, and
+// the real rank, which comes after them, still joins.
+TEST(TcpRendezvousBounded, TwoHundredConnectionsAreAcceptedQuickly) {
+  const auto init = test::local_tcp();
+  const std::string blob = test::pattern_blob(44);
+  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 8000ms), blob), holder(init, 200, 2500ms),
+                                          rank_body(rank_env(1, 2, init, 8000ms), "")},
+                                         30s, {0ms, 100ms, 2000ms});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[2]}, blob));
+  ASSERT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
+  EXPECT_LT(std::stol(outcomes[1].text), 2000) << "ms to open 200 connections";
+}
+
+// Rank 0 out of descriptors (a soft limit a few above what it has open) while 40 silent connections wait:
+// it drops the oldest of them to make room rather than spin on a failing accept, and the real rank joins.
+TEST(TcpRendezvousBounded, RankZeroOutOfDescriptorsDropsTheOldestAndAdmitsTheRank) {
+  const auto init = test::local_tcp();
+  const std::string blob = test::pattern_blob(45);
+  auto rank_zero = [&] {
+    std::size_t open_fds = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++open_fds;
+    const rlimit limit{open_fds + 8, open_fds + 8};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return std::string("setrlimit failed");
+    return detail::exchange_blob(rank_env(0, 2, init, 6000ms), blob);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked(
+      {rank_zero, holder(init, 40, 4000ms), rank_body(rank_env(1, 2, init, 6000ms), "")}, 30s,
+      {0ms, 100ms, 1000ms});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[2]}, blob));
+  EXPECT_LT(took, 5500ms);
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 #include "comm/file_rendezvous.hpp"
 
 #include <cerrno>
-#include <cstdio>
+#include <charconv>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -17,6 +16,7 @@
 
 #include "comm/deadline.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/secret.hpp"
 #include "comm/socket.hpp"
 #include "comm/wire.hpp"
 #include "runtime/log.hpp"
@@ -29,30 +29,93 @@ constexpr const char* header = "gpuxfer-rendezvous 1";
 
 [[noreturn]] void comm_fail(const std::string& message) { throw Error(Errc::comm_error, message); }
 
+// The largest file of a rendezvous: a claim, or a result with an NCCL unique id (128 bytes) or an error.
+constexpr std::size_t max_file_bytes = 16384;
+// The line that ends a file written with the job's secret: "mac <HMAC-SHA256 of the path and the rest>".
+constexpr std::size_t mac_line_bytes = 4 + 64 + 1;
+
+// The files of a job, as messages name them (never a glob: for file:///tmp, "/tmp*" is every file there).
+std::string files_of(const std::string& path) {
+  return path + ", " + path + ".rank<N> and " + path + ".done<N>";
+}
+
 bool exists(const std::string& path) {
   struct stat info {};
-  return stat(path.c_str(), &info) == 0;
+  return lstat(path.c_str(), &info) == 0;
 }
 
-std::optional<std::string> read_whole(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
+std::string mac_line(const std::string& path, const std::string& body, const std::string& secret) {
+  return "mac " + to_hex(hmac_sha256(secret, path + "\n" + body)) + "\n";
 }
 
-// Writes @p text to a temp file beside @p path and publishes it: renamed over @p path (replace) or linked
-// to it (exclusive: false when @p path exists already).
-bool publish(const std::string& path, const std::string& text, bool exclusive) {
-  const std::string temp = path + ".tmp" + std::to_string(getpid());
+// @p path's contents, or nullopt while it does not exist. Opened without following a link or waiting on a
+// FIFO, and taken only as a regular file of this user, of at most max_file_bytes; with @p secret, only
+// with its MAC line, which is removed.
+std::optional<std::string> read_file(const std::string& path, const std::string& secret) {
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  if (!fd) {
+    if (errno == ENOENT) return std::nullopt;
+    comm_fail("cannot open " + path + " (" + std::strerror(errno) +
+              (errno == ELOOP ? ": a symbolic link, which the rendezvous does not follow" : "") + ")");
+  }
+  struct stat info {};
+  if (fstat(fd.get(), &info) != 0) comm_fail("cannot stat " + path + " (" + std::strerror(errno) + ")");
+  if (!S_ISREG(info.st_mode)) {
+    comm_fail(path + " is not a regular file: not gpuxfer's (another process put it there); give the job "
+                     "a GPUXFER_INIT path in a folder of its own");
+  }
+  if (info.st_uid != geteuid()) {
+    comm_fail(path + " belongs to another user (uid " + std::to_string(info.st_uid) +
+              "): the rendezvous takes only its own user's files; give the job a GPUXFER_INIT path in a "
+              "folder of its own");
+  }
+  if (static_cast<std::size_t>(info.st_size) > max_file_bytes) {
+    comm_fail(path + " has " + std::to_string(info.st_size) + " bytes, more than a rendezvous file's " +
+              std::to_string(max_file_bytes) + ": not gpuxfer's");
+  }
+  std::string text(max_file_bytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) comm_fail("cannot read " + path + " (" + std::strerror(errno) + ")");
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > max_file_bytes) comm_fail(path + " grew past " + std::to_string(max_file_bytes) + " bytes: not gpuxfer's");
+  text.resize(got);
+  if (secret.empty()) return text;
+  const std::size_t body = text.size() < mac_line_bytes ? 0 : text.size() - mac_line_bytes;
+  if (text.size() < mac_line_bytes ||
+      !same_mac(text.substr(body), mac_line(path, text.substr(0, body), secret))) {
+    comm_fail(path + " was not written with the job's secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
+                     "another process wrote it, or a rank of the job has another secret");
+  }
+  text.resize(body);
+  return text;
+}
+
+// Writes @p text (and its MAC line, with @p secret) to a new temp file of a random name beside @p path,
+// this user's alone, and publishes it: renamed over @p path (replace) or linked to it (exclusive: false
+// when @p path exists already).
+bool publish(const std::string& path, const std::string& text, bool exclusive, const std::string& secret) {
+  const std::string temp = path + ".tmp" + to_hex(random_bytes(8));
+  const std::string sealed = secret.empty() ? text : text + mac_line(path, text, secret);
   {
-    const UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    const UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd)
       comm_fail("cannot write " + temp + " (" + std::strerror(errno) +
                 "): GPUXFER_INIT's folder must be writable");
-    if (write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      comm_fail("cannot write " + temp + " (" + std::strerror(errno) + ")");
+    std::size_t done = 0;
+    while (done < sealed.size()) {
+      const ssize_t n = write(fd.get(), sealed.data() + done, sealed.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int error = errno;
+        unlink(temp.c_str());
+        comm_fail("cannot write " + temp + " (" + std::strerror(error) + ")");
+      }
+      done += static_cast<std::size_t>(n);
     }
   }
   const bool done =
@@ -81,8 +144,8 @@ class FileRendezvous {
 
   std::string run(const std::string& blob) {
     if (exists(path_)) {
-      comm_fail(path_ + " exists already, left by an earlier job: remove " + path_ +
-                "* or use a new path in GPUXFER_INIT");
+      comm_fail(path_ + " exists already, left by an earlier job: remove the files " + files_of(path_) +
+                ", or use a new path in GPUXFER_INIT");
     }
     claim();
     if (env_.rank == 0) {
@@ -90,7 +153,7 @@ class FileRendezvous {
       return blob;
     }
     std::string result = wait_for_result();
-    publish(rank_file("done", env_.rank), "done\n", false);
+    publish(rank_file("done", env_.rank), "done\n", false, env_.secret);
     return result;
   }
 
@@ -106,12 +169,12 @@ class FileRendezvous {
   }
 
   void claim() {
-    if (!publish(rank_file("rank", env_.rank), claim_text(), true)) {
+    if (!publish(rank_file("rank", env_.rank), claim_text(), true, env_.secret)) {
       comm_fail(
           "rank " + std::to_string(env_.rank) + " is claimed twice (" + rank_file("rank", env_.rank) +
           " exists: another process has this rank, or an earlier job left it): every process needs its own "
-          "GPUXFER_RANK, and a new job needs a new GPUXFER_INIT path or " +
-          path_ + "* removed");
+          "GPUXFER_RANK, and a new job needs a new GPUXFER_INIT path or the files " +
+          files_of(path_) + " removed");
     }
   }
 
@@ -127,8 +190,12 @@ class FileRendezvous {
     if (!env_.gpu.empty()) gpus.emplace(env_.gpu, who(0, claim_text()));
     for (int rank = 1; rank < env_.world_size; ++rank) {
       std::optional<std::string> claim;
-      while (!(claim = read_whole(rank_file("rank", rank))) && !deadline_.expired()) {
-        std::this_thread::sleep_for(poll_interval);
+      try {
+        while (!(claim = read_file(rank_file("rank", rank), env_.secret)) && !deadline_.expired()) {
+          std::this_thread::sleep_for(poll_interval);
+        }
+      } catch (const Error& e) {
+        refuse(e.what());  // the ranks that wait learn why, rather than time out
       }
       if (!claim) {
         missing.add(rank);
@@ -157,7 +224,11 @@ class FileRendezvous {
              missing.describe() + " of " + std::to_string(env_.world_size) +
              ", which never joined: check that every rank started and sees this file system path");
     }
-    publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, false);
+    if (blob.size() > max_file_bytes / 2) {
+      refuse("rank 0's blob has " + std::to_string(blob.size()) + " bytes, more than the file rendezvous takes (" +
+             std::to_string(max_file_bytes / 2) + "): use the TCP rendezvous");
+    }
+    publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, false, env_.secret);
     clean_up_after_readers();
   }
 
@@ -169,7 +240,7 @@ class FileRendezvous {
   // Publishes the error for the ranks that wait for the result, then throws it. The files stay: a rank
   // still polling reads the error from them.
   [[noreturn]] void refuse(const std::string& message) {
-    publish(path_, result_head() + "error " + message + "\n", false);
+    publish(path_, result_head() + "error " + message + "\n", false, env_.secret);
     comm_fail(message);
   }
 
@@ -178,14 +249,14 @@ class FileRendezvous {
   void clean_up_after_readers() {
     const Deadline reading(env_.timeout);
     for (int rank = 1; rank < env_.world_size; ++rank) {
-      while (!exists(rank_file("done", rank)) && !reading.expired())
+      while (!read_file(rank_file("done", rank), env_.secret) && !reading.expired())
         std::this_thread::sleep_for(poll_interval);
-      if (!exists(rank_file("done", rank))) {
-        const std::string claim = read_whole(rank_file("rank", rank)).value_or("");
+      if (!read_file(rank_file("done", rank), env_.secret)) {
+        const std::string claim = read_file(rank_file("rank", rank), env_.secret).value_or("");
         comm_fail("rank " + std::to_string(rank) + " (on " + field(claim, "host") +
                   ") claimed its number but never read " + path_ + " within " + reading.describe() +
                   ": it died or was stopped after joining (its own output says why); the files stay in " +
-                  "place for a look, remove " + path_ + "* before the next job");
+                  "place for a look: remove " + files_of(path_) + " before the next job");
       }
     }
     unlink(path_.c_str());
@@ -200,7 +271,7 @@ class FileRendezvous {
     // error (a rank missing, a conflict) arrives rather than a timeout of this rank's own.
     const Deadline waiting(env_.timeout, std::chrono::seconds(1));
     std::optional<std::string> text;
-    while (!(text = read_whole(path_))) {
+    while (!(text = read_file(path_, env_.secret))) {
       if (waiting.expired()) {
         comm_fail("rank " + std::to_string(env_.rank) + " waited " + deadline_.describe() +
                   " for rank 0 to write " + path_ +
@@ -227,9 +298,13 @@ class FileRendezvous {
     const std::string size_text = field(*text, "blob");
     const std::string line = "blob " + size_text + "\n";
     const auto start = text->find(line);
-    const std::size_t size = size_text.empty() ? 0 : std::stoul(size_text);
-    if (size_text.empty() || start == std::string::npos || text->size() != start + line.size() + size)
-      comm_fail(path_ + " is truncated");
+    std::size_t size = 0;
+    const char* end = size_text.data() + size_text.size();
+    const auto [parsed, status] = std::from_chars(size_text.data(), end, size);
+    if (size_text.empty() || status != std::errc{} || parsed != end || start == std::string::npos ||
+        text->size() - (start + line.size()) != size) {
+      comm_fail(path_ + " is malformed (truncated, or not written by gpuxfer's rank 0)");
+    }
     return text->substr(start + line.size());
   }
 

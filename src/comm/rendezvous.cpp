@@ -11,7 +11,8 @@
 namespace gpuxfer::detail {
 namespace {
 
-// Once per process: what a TCP rendezvous without a secret lets any process that reaches it do.
+// Once per process: what a rendezvous without a secret lets any process that reaches it (the port, or
+// the folder of the file) do.
 void warn_without_secret(const LaunchEnv& env) {
   static std::once_flag warned;
   std::call_once(warned, [&] {
@@ -36,6 +37,7 @@ std::string exchange_blob(const LaunchEnv& env, const std::string& blob) {
       }
       return join_tcp_rendezvous(env);
     case InitAddress::Kind::file:
+      if (env.secret.empty()) warn_without_secret(env);
       return file_rendezvous(env, blob);
     case InitAddress::Kind::none:
       break;

@@ -1,7 +1,8 @@
 // The shared-file rendezvous between forked processes in a temp folder: every rank gets rank 0's blob for
 // 1, 2 and 4 ranks and the folder is left empty; a stale file, a rank claimed twice, a claim or a result of
 // another job, world sizes that disagree and a rank that never joins are each an Error(Errc::comm_error)
-// saying what to do.
+// saying what to do, and so is a file put in the rendezvous's place (a FIFO, a huge file, garbage, a
+// result forged without the secret), within the timeout.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +12,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "comm/rendezvous.hpp"
+#include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
 
@@ -178,6 +184,149 @@ TEST(FileRendezvousErrors, NoRankZero) {
   ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
   EXPECT_TRUE(contains(outcomes[0], "for rank 0 to write " + init.path)) << outcomes[0].text;
   EXPECT_TRUE(contains(outcomes[0], "0.5 s (GPUXFER_TIMEOUT)")) << outcomes[0].text;
+}
+
+// --- files put in the rendezvous's place by someone else --------------------------------------------------
+
+// Rank @p rank of 2 at @p init alone, and @p plant run 300 ms in: the rank must fail with comm_error
+// within its 1.5 s timeout (and a second), not hang or abort.
+RankOutcome alone_with(int rank, const detail::InitAddress& init, const std::function<void()>& plant,
+                       const std::string& secret = {}) {
+  std::function<std::string()> body = rank_body(rank_env(rank, 2, init, 1500ms), "b");
+  if (!secret.empty()) {
+    body = [init, rank, secret] {
+      test::FakeEnv variables({{"GPUXFER_RANK", std::to_string(rank)},
+                               {"GPUXFER_WORLD_SIZE", "2"},
+                               {"GPUXFER_INIT", "file://" + init.path},
+                               {"GPUXFER_TIMEOUT", "1.5"},
+                               {"GPUXFER_SECRET", secret}});
+      return detail::exchange_blob(detail::read_launch_env(variables.lookup()), "b");
+    };
+  }
+  auto planter = [plant] {
+    std::this_thread::sleep_for(300ms);
+    plant();
+    return std::string("planted");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = test::run_forked({body, planter}, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+  return outcomes.at(0);
+}
+
+// Writes @p text at @p path as a rank would publish it (a temp file renamed over it).
+void plant_file(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".planting", std::ios::binary) << text;
+  std::filesystem::rename(path + ".planting", path);
+}
+
+TEST(FileRendezvousPlanted, AFifoAtTheResultPath) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(1, init, [&] { mkfifo(init.path.c_str(), 0600); });
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_TRUE(contains(outcome, "not a regular file")) << outcome.text;
+}
+
+TEST(FileRendezvousPlanted, AFifoAtAClaimPath) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(0, init, [&] { mkfifo((init.path + ".rank1").c_str(), 0600); });
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_TRUE(contains(outcome, "not a regular file")) << outcome.text;
+}
+
+// A 4 GiB sparse claim: refused by its size, not read (rank 0's address space is kept small, so that
+// reading it could not pass unnoticed).
+TEST(FileRendezvousPlanted, AHugeSparseClaim) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  auto rank_zero = [&] {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0;
+    statm >> pages;
+    const rlim_t room = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{1} << 30);
+    const rlimit limit{room, room};
+    setrlimit(RLIMIT_AS, &limit);
+    return detail::exchange_blob(rank_env(0, 2, init, 1500ms), "b");
+  };
+  auto planter = [&] {
+    std::this_thread::sleep_for(300ms);
+    const std::string path = init.path + ".rank1";
+    const int fd = open((path + ".planting").c_str(), O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, off_t{4} << 30) != 0) return std::string("could not plant");
+    close(fd);
+    std::filesystem::rename(path + ".planting", path);
+    return std::string("planted");
+  };
+  const auto outcomes = test::run_forked({rank_zero, planter}, 10s);
+  ASSERT_EQ(outcomes[0].code, "comm_error") << describe(outcomes[0]);
+  EXPECT_TRUE(contains(outcomes[0], "bytes")) << outcomes[0].text;
+}
+
+TEST(FileRendezvousPlanted, AResultWithAGarbageBlobSize) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(
+      1, init, [&] { plant_file(init.path, "gpuxfer-rendezvous 1\nworld_size 2\njob \nblob abc\n"); });
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+}
+
+// With a secret, a result that was not written with it is not taken.
+TEST(FileRendezvousPlanted, AForgedResultIsNotTakenWithASecret) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(
+      1, init, [&] { plant_file(init.path, "gpuxfer-rendezvous 1\nworld_size 2\njob \nblob 4\nfake"); },
+      std::string(64, 'c'));
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_TRUE(contains(outcome, "secret")) << outcome.text;
+}
+
+// A rank's claim is readable by its owner alone (the result too: rank 0 writes it the same way).
+TEST(FileRendezvousPlanted, AClaimIsTheOwnersAlone) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  auto mode_of_claim = [&] {
+    std::this_thread::sleep_for(300ms);
+    struct stat info {};
+    if (stat((init.path + ".rank1").c_str(), &info) != 0) return std::string("no claim");
+    return std::to_string(info.st_mode & 0777);
+  };
+  const auto outcomes = test::run_forked({rank_body(rank_env(1, 2, init, 1000ms), ""), mode_of_claim});
+  ASSERT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
+  EXPECT_EQ(outcomes[1].text, std::to_string(0600)) << "the claim's mode, in decimal";
+}
+
+// Messages never advise removing a folder: with GPUXFER_INIT=file:///tmp-like paths "remove <path>*"
+// would name every file beside it.
+TEST(FileRendezvousErrors, AStaleFileMessageNamesFilesNotAGlob) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  std::ofstream(init.path + ".rank1") << "old";
+  const RankOutcome outcome = test::run_forked({rank_body(rank_env(1, 2, init, 1000ms), "")}).at(0);
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_FALSE(contains(outcome, init.path + "*")) << outcome.text;
+}
+
+// With a secret on every rank, the files carry its MAC and the job forms as without one.
+TEST(FileRendezvous, RanksWithASecretMeet) {
+  const test::TempDir dir;
+  const auto init = dir.file("job");
+  const std::string blob = test::pattern_blob(46);
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < 3; ++rank) {
+    bodies.push_back([init, rank, blob] {
+      test::FakeEnv variables({{"GPUXFER_RANK", std::to_string(rank)},
+                               {"GPUXFER_WORLD_SIZE", "3"},
+                               {"GPUXFER_INIT", "file://" + init.path},
+                               {"GPUXFER_TIMEOUT", "10"},
+                               {"GPUXFER_SECRET", std::string(64, 'd')}});
+      return detail::exchange_blob(detail::read_launch_env(variables.lookup()), rank == 0 ? blob : "");
+    });
+  }
+  EXPECT_TRUE(test::every_rank_got(test::run_forked(bodies, 20s), blob));
+  EXPECT_TRUE(dir.empty()) << "files left in " << dir.path();
 }
 
 }  // namespace

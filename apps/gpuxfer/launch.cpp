@@ -84,14 +84,15 @@ struct Job {
   bool node_per_rank = false;
 };
 
-// The environment of one rank: ours, with the five variables of the job replacing any we had (and
+// The environment of one rank: ours, with the variables of the job replacing any we had (and
 // GPUXFER_NODE_ID, with node_per_rank).
 std::vector<std::string> rank_environment(int rank, const Job& of) {
-  std::vector<std::string> job{
-      "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
-      "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
-      "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port), "GPUXFER_JOB_ID=" + of.id,
-      "GPUXFER_SECRET=" + of.secret};
+  std::vector<std::string> job{"GPUXFER_RANK=" + std::to_string(rank),
+                               "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
+                               "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
+                               "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port),
+                               "GPUXFER_JOB_ID=" + of.id,
+                               "GPUXFER_SECRET=" + of.secret};
   // The job's own secret replaces a file the caller named (both set is refused).
   const std::string replaced_too = "GPUXFER_SECRET_FILE=";
   if (of.node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));

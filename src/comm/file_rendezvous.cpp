@@ -61,8 +61,9 @@ std::optional<std::string> read_file(const std::string& path, const std::string&
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) comm_fail("cannot stat " + path + " (" + std::strerror(errno) + ")");
   if (!S_ISREG(info.st_mode)) {
-    comm_fail(path + " is not a regular file: not gpuxfer's (another process put it there); give the job "
-                     "a GPUXFER_INIT path in a folder of its own");
+    comm_fail(path +
+              " is not a regular file: not gpuxfer's (another process put it there); give the job "
+              "a GPUXFER_INIT path in a folder of its own");
   }
   if (info.st_uid != geteuid()) {
     comm_fail(path + " belongs to another user (uid " + std::to_string(info.st_uid) +
@@ -82,14 +83,16 @@ std::optional<std::string> read_file(const std::string& path, const std::string&
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  if (got > max_file_bytes) comm_fail(path + " grew past " + std::to_string(max_file_bytes) + " bytes: not gpuxfer's");
+  if (got > max_file_bytes)
+    comm_fail(path + " grew past " + std::to_string(max_file_bytes) + " bytes: not gpuxfer's");
   text.resize(got);
   if (secret.empty()) return text;
   const std::size_t body = text.size() < mac_line_bytes ? 0 : text.size() - mac_line_bytes;
   if (text.size() < mac_line_bytes ||
       !same_mac(text.substr(body), mac_line(path, text.substr(0, body), secret))) {
-    comm_fail(path + " was not written with the job's secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
-                     "another process wrote it, or a rank of the job has another secret");
+    comm_fail(path +
+              " was not written with the job's secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
+              "another process wrote it, or a rank of the job has another secret");
   }
   text.resize(body);
   return text;
@@ -225,8 +228,9 @@ class FileRendezvous {
              ", which never joined: check that every rank started and sees this file system path");
     }
     if (blob.size() > max_file_bytes / 2) {
-      refuse("rank 0's blob has " + std::to_string(blob.size()) + " bytes, more than the file rendezvous takes (" +
-             std::to_string(max_file_bytes / 2) + "): use the TCP rendezvous");
+      refuse("rank 0's blob has " + std::to_string(blob.size()) +
+             " bytes, more than the file rendezvous takes (" + std::to_string(max_file_bytes / 2) +
+             "): use the TCP rendezvous");
     }
     publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, false, env_.secret);
     clean_up_after_readers();

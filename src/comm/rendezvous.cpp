@@ -16,11 +16,13 @@ namespace {
 void warn_without_secret(const LaunchEnv& env) {
   static std::once_flag warned;
   std::call_once(warned, [&] {
-    GPUXFER_LOG(warn, "rendezvous: no GPUXFER_SECRET or GPUXFER_SECRET_FILE is set, so the ranks cannot tell "
-                      "each other from any process that reaches " + env.init.to_string() +
-                      ": such a process can join as a rank and read rank 0's NCCL id, fail the job, or "
-                      "pose as rank 0 and hand the ranks an id of its own. `gpuxfer launch` sets one; "
-                      "README (Across processes and nodes) says how with other launchers");
+    GPUXFER_LOG(warn,
+                "rendezvous: no GPUXFER_SECRET or GPUXFER_SECRET_FILE is set, so the ranks cannot tell "
+                "each other from any process that reaches " +
+                    env.init.to_string() +
+                    ": such a process can join as a rank and read rank 0's NCCL id, fail the job, or "
+                    "pose as rank 0 and hand the ranks an id of its own. `gpuxfer launch` sets one; "
+                    "README (Across processes and nodes) says how with other launchers");
   });
 }
 

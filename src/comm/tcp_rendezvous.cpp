@@ -140,8 +140,12 @@ class Server {
       }
       if (pending_.size() >= max_pending) drop_oldest();
       const Stage first = env_.secret.empty() ? Stage::hello : Stage::challenge;
-      pending_.push_back(Peer{std::move(socket), first,
-                              Deadline::Clock::now() + std::min(admit_within, env_.timeout), {}, {}, std::nullopt});
+      pending_.push_back(Peer{std::move(socket),
+                              first,
+                              Deadline::Clock::now() + std::min(admit_within, env_.timeout),
+                              {},
+                              {},
+                              std::nullopt});
     }
   }
 
@@ -172,8 +176,9 @@ class Server {
     if (peer.stage == Stage::proof && !check_proof(peer)) return unproven();
     if (peer.stage != Stage::hello) return result != ReadResult::closed || unproven();
     if (env_.secret.empty() && peer.received.starts_with(auth_tag)) {
-      GPUXFER_LOG(warn, "rendezvous: dropped a rank that has a secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
-                        "rank 0 has none; give every rank the same one");
+      GPUXFER_LOG(warn,
+                  "rendezvous: dropped a rank that has a secret (GPUXFER_SECRET or GPUXFER_SECRET_FILE): "
+                  "rank 0 has none; give every rank the same one");
       return false;
     }
     peer.hello = decode_hello(peer.received);
@@ -206,7 +211,8 @@ class Server {
   // The peer's proof, once whole: false when it is not the secret's.
   bool check_proof(Peer& peer) {
     if (peer.received.size() < mac_bytes) return true;
-    const bool proven = same_mac(peer.received.substr(0, mac_bytes), proof(env_.secret, rank_label, peer.nonces));
+    const bool proven =
+        same_mac(peer.received.substr(0, mac_bytes), proof(env_.secret, rank_label, peer.nonces));
     peer.received.erase(0, mac_bytes);
     if (proven) peer.stage = Stage::hello;
     return proven;
@@ -325,7 +331,8 @@ void prove_each_other(const UniqueFd& socket, const std::string& secret, const s
   const std::string challenge = std::string(auth_tag) + ours;
   const std::string lacks = ": every rank needs the same GPUXFER_SECRET (or GPUXFER_SECRET_FILE), rank 0 too";
   if (!send_all(socket, std::as_bytes(std::span<const char>(challenge.data(), challenge.size())), deadline)) {
-    throw Error(Errc::comm_error, who + " could not send its challenge to rank 0 at " + address.to_string() + lacks);
+    throw Error(Errc::comm_error,
+                who + " could not send its challenge to rank 0 at " + address.to_string() + lacks);
   }
   std::string answer;
   while (answer.size() < nonce_bytes + mac_bytes) {
@@ -335,19 +342,21 @@ void prove_each_other(const UniqueFd& socket, const std::string& secret, const s
     }
     if (read_some(socket, answer, nonce_bytes + mac_bytes) == ReadResult::closed &&
         answer.size() < nonce_bytes + mac_bytes) {
-      throw Error(Errc::comm_error, "rank 0 at " + address.to_string() + " closed the connection of " + who +
-                                        " before proving the job's secret (it refused this rank's, or has none)" +
-                                        lacks);
+      throw Error(Errc::comm_error,
+                  "rank 0 at " + address.to_string() + " closed the connection of " + who +
+                      " before proving the job's secret (it refused this rank's, or has none)" + lacks);
     }
   }
   const std::string nonces = ours + answer.substr(0, nonce_bytes);
   if (!same_mac(answer.substr(nonce_bytes), proof(secret, rank0_label, nonces))) {
-    throw Error(Errc::comm_error, "the process at " + address.to_string() + " did not prove the job's secret, so " +
-                                      who + " took nothing from it: either it has another GPUXFER_SECRET, or "
+    throw Error(Errc::comm_error, "the process at " + address.to_string() +
+                                      " did not prove the job's secret, so " + who +
+                                      " took nothing from it: either it has another GPUXFER_SECRET, or "
                                       "it is not this job's rank 0 (another process holds the port)");
   }
   const std::string ours_proven = proof(secret, rank_label, nonces);
-  if (!send_all(socket, std::as_bytes(std::span<const char>(ours_proven.data(), ours_proven.size())), deadline)) {
+  if (!send_all(socket, std::as_bytes(std::span<const char>(ours_proven.data(), ours_proven.size())),
+                deadline)) {
     throw Error(Errc::comm_error, who + ": rank 0 at " + address.to_string() +
                                       " closed the connection before this rank proved the job's secret");
   }

@@ -31,6 +31,7 @@ void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob);
 /// join_tcp_rendezvous with a Hello the caller built (the tests send wrong ones); with @p secret (bytes),
 /// rank 0 and this process prove it to each other first.
 [[nodiscard]] std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
-                                              std::chrono::milliseconds timeout, const std::string& secret = {});
+                                              std::chrono::milliseconds timeout,
+                                              const std::string& secret = {});
 
 }  // namespace gpuxfer::detail

@@ -306,8 +306,8 @@ INSTANTIATE_TEST_SUITE_P(Rows, LaunchEnvBad, ::testing::ValuesIn(bad_rows),
 // The job's secret: hex of at least 128 bits in GPUXFER_SECRET, or in a file of this user's alone named by
 // GPUXFER_SECRET_FILE; anything else is refused before a rank connects.
 TEST(LaunchEnv, ABadSecretIsRefused) {
-  const std::map<std::string, std::string> job{{"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "2"},
-                                               {"GPUXFER_INIT", "tcp://127.0.0.1:29500"}};
+  const std::map<std::string, std::string> job{
+      {"GPUXFER_RANK", "0"}, {"GPUXFER_WORLD_SIZE", "2"}, {"GPUXFER_INIT", "tcp://127.0.0.1:29500"}};
   const auto with = [&](std::map<std::string, std::string> more) {
     more.insert(job.begin(), job.end());
     return [more] { (void)read(more); };
@@ -326,8 +326,8 @@ TEST(LaunchEnv, ABadSecretIsRefused) {
   EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET_FILE", path}}), Errc::invalid_option, "GPUXFER_SECRET_FILE",
                            "chmod 600"));
   ASSERT_EQ(chmod(path, 0600), 0);
-  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET_FILE", path}, {"GPUXFER_SECRET", hex}}), Errc::invalid_option,
-                           "both set"));
+  EXPECT_TRUE(throws_error(with({{"GPUXFER_SECRET_FILE", path}, {"GPUXFER_SECRET", hex}}),
+                           Errc::invalid_option, "both set"));
   EXPECT_NO_THROW((void)read([&] {
     std::map<std::string, std::string> more{{"GPUXFER_SECRET_FILE", path}};
     more.insert(job.begin(), job.end());

@@ -380,7 +380,8 @@ std::function<std::string()> impostor(const detail::InitAddress& init, const det
                                       bool leave = false) {
   return [init, hello, leave] {
     const detail::Deadline deadline(1000ms);
-    const detail::UniqueFd socket = detail::tcp_connect(init.host, init.port, detail::Deadline(3000ms), "impostor");
+    const detail::UniqueFd socket =
+        detail::tcp_connect(init.host, init.port, detail::Deadline(3000ms), "impostor");
     const std::string message = detail::encode(hello);
     (void)detail::send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())),
                            deadline);
@@ -462,7 +463,8 @@ TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
 
 // A process that opens @p count connections to rank 0 one after another and holds them, silent, for
 // @p hold: returns how long the connecting took, in ms.
-std::function<std::string()> holder(const detail::InitAddress& init, int count, std::chrono::milliseconds hold) {
+std::function<std::string()> holder(const detail::InitAddress& init, int count,
+                                    std::chrono::milliseconds hold) {
   return [init, count, hold] {
     std::vector<detail::UniqueFd> held;
     const auto start = std::chrono::steady_clock::now();
@@ -480,9 +482,10 @@ std::function<std::string()> holder(const detail::InitAddress& init, int count, 
 TEST(TcpRendezvousBounded, TwoHundredConnectionsAreAcceptedQuickly) {
   const auto init = test::local_tcp();
   const std::string blob = test::pattern_blob(44);
-  const auto outcomes = test::run_forked({rank_body(rank_env(0, 2, init, 8000ms), blob), holder(init, 200, 2500ms),
-                                          rank_body(rank_env(1, 2, init, 8000ms), "")},
-                                         30s, {0ms, 100ms, 2000ms});
+  const auto outcomes =
+      test::run_forked({rank_body(rank_env(0, 2, init, 8000ms), blob), holder(init, 200, 2500ms),
+                        rank_body(rank_env(1, 2, init, 8000ms), "")},
+                       30s, {0ms, 100ms, 2000ms});
   ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[2]}, blob));
   ASSERT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
@@ -496,15 +499,16 @@ TEST(TcpRendezvousBounded, RankZeroOutOfDescriptorsDropsTheOldestAndAdmitsTheRan
   const std::string blob = test::pattern_blob(45);
   auto rank_zero = [&] {
     std::size_t open_fds = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++open_fds;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+      ++open_fds;
     const rlimit limit{open_fds + 8, open_fds + 8};
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return std::string("setrlimit failed");
     return detail::exchange_blob(rank_env(0, 2, init, 6000ms), blob);
   };
   const auto start = std::chrono::steady_clock::now();
-  const auto outcomes = test::run_forked(
-      {rank_zero, holder(init, 40, 4000ms), rank_body(rank_env(1, 2, init, 6000ms), "")}, 30s,
-      {0ms, 100ms, 1000ms});
+  const auto outcomes =
+      test::run_forked({rank_zero, holder(init, 40, 4000ms), rank_body(rank_env(1, 2, init, 6000ms), "")},
+                       30s, {0ms, 100ms, 1000ms});
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_TRUE(test::every_rank_got({outcomes[0], outcomes[2]}, blob));

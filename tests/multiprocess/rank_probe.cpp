@@ -100,6 +100,8 @@ int main(int argc, char** argv) try {
     const std::string blob =
         gpuxfer::detail::exchange_blob(env, "blob of rank 0, pid " + std::to_string(getpid()));
     std::printf("rank %d of %d got '%s'\n", env.rank, env.world_size, blob.c_str());
+    if (!env.secret.empty())
+      std::printf("rank %d has a secret of %zu bits\n", env.rank, env.secret.size() * 8);
     return 0;
   }
   if (mode == "fail") return fail_one(argc, argv, false);

@@ -69,6 +69,19 @@ TEST(GpuxferLaunch, NodePerRankGivesEachRankANodeId) {
   }
 }
 
+// The ranks gpuxfer launch starts share a secret it made (256 bits), which replaces a GPUXFER_SECRET_FILE
+// of the caller's, so no rank warns that its rendezvous has none.
+TEST(GpuxferLaunch, RanksItStartsShareASecret) {
+  const LaunchRun run =
+      launch("-n 2 " + probe + " rendezvous", "GPUXFER_TIMEOUT=20 GPUXFER_SECRET_FILE=/nonexistent");
+  ASSERT_EQ(run.code, 0) << run.output;
+  for (const char* rank : {"0", "1"}) {
+    EXPECT_TRUE(has(run, std::string("[") + rank + "] rank " + rank + " has a secret of 256 bits\n"))
+        << run.output;
+  }
+  EXPECT_FALSE(has(run, "no GPUXFER_SECRET")) << run.output;
+}
+
 TEST(GpuxferLaunch, RanksItStartsMeetOverTcp) {
   const LaunchRun run = launch("-n 4 " + probe + " rendezvous", "GPUXFER_TIMEOUT=20");
   ASSERT_EQ(run.code, 0) << run.output;

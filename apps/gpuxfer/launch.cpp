@@ -6,7 +6,7 @@
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
 // SIGINT, SIGTERM and SIGHUP are passed on to every rank (unless ignored when it starts); a reader of its
-// output that goes away stops them too.
+// output that goes away stops them too; a launcher killed outright takes them with it (PR_SET_PDEATHSIG).
 
 #include <cerrno>
 #include <chrono>
@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,11 +145,16 @@ void start(Rank& rank, const Job& job, std::vector<std::string> command, const s
   std::vector<std::string> environment = rank_environment(rank.index, job);
   const std::vector<char*> argv = pointers(command);
   const std::vector<char*> envp = pointers(environment);
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0)
     throw Error(Errc::invalid_argument, std::string("gpuxfer launch: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
-    // The child: its own process group (so a signal reaches what it starts too), stdin from /dev/null.
+    // The child: dies with the launcher (kill -9 of it passes nothing on; the ranks would run on holding
+    // their GPUs), checked after setting it in case the launcher died first; its own process group (so a
+    // signal reaches what it starts too), stdin from /dev/null.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(128 + SIGKILL);
     setpgid(0, 0);
     sigprocmask(SIG_SETMASK, &signal_mask, nullptr);
     place(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);

@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -195,6 +196,37 @@ TEST(GpuxferLaunch, StopsTheRanksWhenItsOutputIsClosed) {
     ASSERT_GT(pid, 0) << "rank " << rank << " wrote no pid";
     EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "rank " << rank << " (pid " << pid << ") runs on";
     if (kill(pid, 0) == 0) kill(-pid, SIGKILL);  // its process group, so as not to leave it behind
+  }
+}
+
+// Whether @p pid runs (a zombie that nobody reaped yet does not).
+bool runs(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  const std::string stat = file_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+}
+
+// kill -9 of the launcher cannot pass anything on: its ranks must die with it (PR_SET_PDEATHSIG), not run
+// on as orphans holding their GPUs.
+TEST(GpuxferLaunch, RanksDieWithAKilledLauncher) {
+  const gpuxfer::test::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string ranks = "sh -c 'echo $$ > \"$0/$GPUXFER_RANK.pid\"; exec sleep 30' '" + dir.path() + "'";
+  const LaunchRun run = gpuxfer::test::run_shell("'" GPUXFER_CLI "' launch -n 2 -- " + ranks +
+                                                 " >/dev/null 2>&1 & launcher=$!; for i in $(seq 500); do "
+                                                 "[ -s '" +
+                                                 dir.path() + "/0.pid' ] && [ -s '" + dir.path() +
+                                                 "/1.pid' ] && break; sleep 0.01; done; "
+                                                 "kill -KILL $launcher");
+  ASSERT_EQ(run.code, 0) << run.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = std::atoi(file_text(dir.path() + "/" + std::to_string(rank) + ".pid").c_str());
+    ASSERT_GT(pid, 0) << "rank " << rank << " wrote no pid";
+    const auto until = std::chrono::steady_clock::now() + 3s;
+    while (runs(pid) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(runs(pid)) << "rank " << rank << " (pid " << pid << ") outlived its launcher";
+    if (runs(pid)) kill(-pid, SIGKILL);  // its process group, so as not to leave it behind
   }
 }
 

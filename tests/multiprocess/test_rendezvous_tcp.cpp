@@ -3,7 +3,10 @@
 // to check, on rank 0 and on the other ranks, within a short timeout.
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <span>
 #include <string>
 #include <thread>
@@ -362,15 +365,18 @@ TEST(TcpRendezvousErrors, RankZeroGoneBeforeAnswering) {
 const std::string job_secret(64, 'a');
 const std::string other_secret(64, 'b');
 
-// A rank of a job whose ranks share @p secret, read from the environment as a launcher sets it.
+// A rank of a job whose ranks share @p secret (none when empty), read from the environment as a launcher
+// sets it.
 detail::LaunchEnv secret_env(int rank, int world, const detail::InitAddress& init, const std::string& timeout,
                              const std::string& secret, const std::string& job = "gx:secret-job") {
-  test::FakeEnv variables({{"GPUXFER_RANK", std::to_string(rank)},
-                           {"GPUXFER_WORLD_SIZE", std::to_string(world)},
-                           {"GPUXFER_INIT", "tcp://" + init.host + ":" + std::to_string(init.port)},
-                           {"GPUXFER_TIMEOUT", timeout},
-                           {"GPUXFER_JOB_ID", job},
-                           {"GPUXFER_SECRET", secret}});
+  std::map<std::string, std::string> values{
+      {"GPUXFER_RANK", std::to_string(rank)},
+      {"GPUXFER_WORLD_SIZE", std::to_string(world)},
+      {"GPUXFER_INIT", "tcp://" + init.host + ":" + std::to_string(init.port)},
+      {"GPUXFER_TIMEOUT", timeout},
+      {"GPUXFER_JOB_ID", job}};
+  if (!secret.empty()) values.emplace("GPUXFER_SECRET", secret);  // none: the rendezvous as without a secret
+  test::FakeEnv variables(std::move(values));
   return detail::read_launch_env(variables.lookup());
 }
 
@@ -457,6 +463,39 @@ TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
   EXPECT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
   ASSERT_EQ(outcomes[1].code, "comm_error") << describe(outcomes[1]);
   EXPECT_TRUE(contains(outcomes[1], "secret")) << outcomes[1].text;
+}
+
+// Without a secret the rendezvous works as before and says once per process, through the logger, what
+// that allows; with one it says nothing of the kind. Each body tries twice to reach a rank 0 that is not
+// there, its stderr in a file, and returns how often the warning came.
+TEST(TcpRendezvousSecret, WithoutASecretOneWarningPerProcess) {
+  const auto init = test::local_tcp();
+  const auto warnings = [init](const std::string& secret) {
+    return [init, secret] {
+      char path[] = "/tmp/gpuxfer-stderr-XXXXXX";
+      const int fd = mkstemp(path);
+      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return std::string("no stderr file");
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+          (void)detail::exchange_blob(secret_env(1, 2, init, "0.1", secret), "");
+        } catch (const Error&) {
+        }
+      }
+      std::ifstream file(path);
+      const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+      unlink(path);
+      std::size_t count = 0;
+      for (auto at = text.find("no GPUXFER_SECRET"); at != std::string::npos;
+           at = text.find("no GPUXFER_SECRET", at + 1))
+        ++count;
+      return std::to_string(count);
+    };
+  };
+  const auto outcomes = test::run_forked({warnings(""), warnings(job_secret)}, 20s);
+  ASSERT_TRUE(outcomes[0].ok) << describe(outcomes[0]);
+  ASSERT_TRUE(outcomes[1].ok) << describe(outcomes[1]);
+  EXPECT_EQ(outcomes[0].text, "1");
+  EXPECT_EQ(outcomes[1].text, "0");
 }
 
 // --- a bounded server -----------------------------------------------------------------------------------

@@ -92,8 +92,8 @@ std::vector<std::string> rank_environment(int rank, const Job& of) {
                                "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
                                "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
                                "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port),
-                               "GPUXFER_JOB_ID=" + of.id,
-                               "GPUXFER_SECRET=" + of.secret};
+                               "GPUXFER_JOB_ID=" + of.id};
+  if (!of.secret.empty()) job.push_back("GPUXFER_SECRET=" + of.secret);
   // The job's own secret replaces a file the caller named (both set is refused).
   const std::string replaced_too = "GPUXFER_SECRET_FILE=";
   if (of.node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
@@ -399,7 +399,7 @@ int run_launch(const LaunchArgs& args) {
   job.id =
       "launch:" + detail::local_host_name() + ":" + std::to_string(getpid()) + ":" + std::to_string(job.port);
   job.node_per_rank = args.node_per_rank;
-  job.secret = detail::new_secret_hex();
+  if (detail::authentication_available()) job.secret = detail::new_secret_hex();
 
   // A signal ignored when we start (nohup, a shell's trap "" or `&`) stays ignored, for us and the ranks,
   // and is not passed on.

@@ -5,16 +5,20 @@
 #include <string_view>
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gpuxfer/error.hpp>
 
 #include "comm/socket.hpp"
+
+#if GPUXFER_HAVE_LIBCRYPTO
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#endif
 
 namespace gpuxfer::detail {
 namespace {
@@ -76,22 +80,43 @@ std::string read_job_secret(const EnvLookup& lookup) {
   if (value && file) {
     throw Error(Errc::invalid_option, "GPUXFER_SECRET and GPUXFER_SECRET_FILE are both set: set one");
   }
-  if (value) return decode_secret(trimmed(*value), "GPUXFER_SECRET");
-  if (file) return read_secret_file(*file);
-  return {};
+  if (!value && !file) return {};
+  std::string secret = value ? decode_secret(trimmed(*value), "GPUXFER_SECRET") : read_secret_file(*file);
+  if (!authentication_available()) {
+    throw Error(Errc::invalid_option, std::string(value ? "GPUXFER_SECRET" : "GPUXFER_SECRET_FILE") +
+                                          " is set, but this gpuxfer was built without OpenSSL's libcrypto "
+                                          "(libssl-dev), which proves the secret: rebuild with it");
+  }
+  return secret;
 }
+
+bool authentication_available() noexcept { return GPUXFER_HAVE_LIBCRYPTO != 0; }
 
 std::string random_bytes(std::size_t count) {
   std::string bytes(count, '\0');
+#if GPUXFER_HAVE_LIBCRYPTO
   if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(count)) != 1) {
     throw Error(Errc::comm_error, "OpenSSL's RAND_bytes gave no random bytes (no entropy source?)");
   }
+#else
+  for (std::size_t got = 0; got < count;) {
+    const ssize_t n = getrandom(bytes.data() + got, count - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(Errc::comm_error, std::string("getrandom failed: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+#endif
   return bytes;
 }
 
 std::string new_secret_hex() { return to_hex(random_bytes(new_secret_bytes)); }
 
 std::string hmac_sha256(const std::string& key, const std::string& data) {
+#if !GPUXFER_HAVE_LIBCRYPTO
+  static_cast<void>(key);
+  static_cast<void>(data);
+  throw Error(Errc::unsupported, "built without OpenSSL's libcrypto (libssl-dev): no HMAC to prove a secret");
+#else
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
@@ -99,10 +124,15 @@ std::string hmac_sha256(const std::string& key, const std::string& data) {
     throw Error(Errc::comm_error, "OpenSSL's HMAC-SHA256 failed");
   }
   return std::string(reinterpret_cast<const char*>(mac), length);
+#endif
 }
 
 bool same_mac(const std::string& a, const std::string& b) {
+#if GPUXFER_HAVE_LIBCRYPTO
   return a.size() == b.size() && !a.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+#else
+  return false;  // no MAC can have been made
+#endif
 }
 
 std::string to_hex(const std::string& bytes) {

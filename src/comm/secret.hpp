@@ -17,11 +17,16 @@ inline constexpr std::size_t new_secret_bytes = 32;
 /// The job's secret, as bytes: GPUXFER_SECRET (hex), else the hex in the file GPUXFER_SECRET_FILE names,
 /// which must be a regular file of this user that neither group nor others may read; empty when neither
 /// is set.
-/// @throws Error(Errc::invalid_option) for both set, a value that is not hex of at least 128 bits, or a
-///         file that cannot be read, is not this user's or is readable by others
+/// @throws Error(Errc::invalid_option) for both set, a value that is not hex of at least 128 bits, a
+///         file that cannot be read, is not this user's or is readable by others, or a build without
+///         libcrypto (authentication_available)
 [[nodiscard]] std::string read_job_secret(const EnvLookup& lookup);
 
-/// @p count bytes from OpenSSL's generator (RAND_bytes).
+/// Whether this build can prove a secret (it was built with OpenSSL's libcrypto). Without it a secret
+/// set in the environment is refused (read_job_secret) and `gpuxfer launch` hands its ranks none.
+[[nodiscard]] bool authentication_available() noexcept;
+
+/// @p count bytes from OpenSSL's generator (RAND_bytes; the kernel's getrandom without libcrypto).
 /// @throws Error(Errc::comm_error) when it has no entropy to give
 [[nodiscard]] std::string random_bytes(std::size_t count);
 

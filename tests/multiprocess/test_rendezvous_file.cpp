@@ -21,6 +21,7 @@
 #include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
+#include "comm/secret.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -274,6 +275,7 @@ TEST(FileRendezvousPlanted, AResultWithAGarbageBlobSize) {
 
 // With a secret, a result that was not written with it is not taken.
 TEST(FileRendezvousPlanted, AForgedResultIsNotTakenWithASecret) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const test::TempDir dir;
   const auto init = dir.file("job");
   const RankOutcome outcome = alone_with(
@@ -311,6 +313,7 @@ TEST(FileRendezvousErrors, AStaleFileMessageNamesFilesNotAGlob) {
 
 // With a secret on every rank, the files carry its MAC and the job forms as without one.
 TEST(FileRendezvous, RanksWithASecretMeet) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const test::TempDir dir;
   const auto init = dir.file("job");
   const std::string blob = test::pattern_blob(46);

@@ -22,6 +22,7 @@
 #include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
+#include "comm/secret.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -404,6 +405,7 @@ std::function<std::string()> impostor(const detail::InitAddress& init, const det
 // Rank 0 tells them nothing at all (no blob, no job, no host), none of them fails the job, and the real
 // rank 1, which comes last, gets the blob.
 TEST(TcpRendezvousSecret, ImpostorsWithoutTheSecretLearnNothingAndTheJobForms) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const std::string blob = test::pattern_blob(43);
   detail::Hello claims_rank_1;
@@ -430,6 +432,7 @@ TEST(TcpRendezvousSecret, ImpostorsWithoutTheSecretLearnNothingAndTheJobForms) {
 // A rank whose secret is not rank 0's: refused before it says who it is, naming the secret; rank 0 goes on
 // waiting for the real rank 1 and times out, naming it.
 TEST(TcpRendezvousSecret, AWrongSecretIsRefused) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const auto outcomes = test::run_forked({rank_body(secret_env(0, 2, init, "1.5", job_secret), "b"),
                                           rank_body(secret_env(1, 2, init, "1.5", other_secret), "")});
@@ -443,6 +446,7 @@ TEST(TcpRendezvousSecret, AWrongSecretIsRefused) {
 // A process that holds the port before rank 0 listens and answers like rank 0, with a blob of its own:
 // rank 1 rejects it, since it cannot prove the secret.
 TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const detail::UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1);
   const auto init =
       detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(detail::bound_port(listener)), "t");
@@ -469,6 +473,7 @@ TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
 // that allows; with one it says nothing of the kind. Each body tries twice to reach a rank 0 that is not
 // there, its stderr in a file, and returns how often the warning came.
 TEST(TcpRendezvousSecret, WithoutASecretOneWarningPerProcess) {
+  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const auto warnings = [init](const std::string& secret) {
     return [init, secret] {

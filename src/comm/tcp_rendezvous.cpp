@@ -45,6 +45,11 @@ constexpr std::size_t mac_bytes = 32;
 constexpr std::string_view rank0_label = "gpuxfer rendezvous: rank 0 proves the secret";
 constexpr std::string_view rank_label = "gpuxfer rendezvous: a rank proves the secret";
 
+// @p text as the bytes send_all takes.
+std::span<const std::byte> as_bytes(const std::string& text) {
+  return std::as_bytes(std::span<const char>(text.data(), text.size()));
+}
+
 std::string proof(const std::string& secret, std::string_view label, const std::string& nonces) {
   return hmac_sha256(secret, std::string(label) + nonces);
 }
@@ -96,9 +101,6 @@ class Server {
   }
 
  private:
-  static std::span<const std::byte> as_bytes(const std::string& text) {
-    return std::as_bytes(std::span<const char>(text.data(), text.size()));
-  }
 
   void poll_once() {
     const auto now = Deadline::Clock::now();
@@ -330,7 +332,7 @@ void prove_each_other(const UniqueFd& socket, const std::string& secret, const s
   const std::string ours = random_bytes(nonce_bytes);
   const std::string challenge = std::string(auth_tag) + ours;
   const std::string lacks = ": every rank needs the same GPUXFER_SECRET (or GPUXFER_SECRET_FILE), rank 0 too";
-  if (!send_all(socket, std::as_bytes(std::span<const char>(challenge.data(), challenge.size())), deadline)) {
+  if (!send_all(socket, as_bytes(challenge), deadline)) {
     throw Error(Errc::comm_error,
                 who + " could not send its challenge to rank 0 at " + address.to_string() + lacks);
   }
@@ -355,8 +357,7 @@ void prove_each_other(const UniqueFd& socket, const std::string& secret, const s
                                       "it is not this job's rank 0 (another process holds the port)");
   }
   const std::string ours_proven = proof(secret, rank_label, nonces);
-  if (!send_all(socket, std::as_bytes(std::span<const char>(ours_proven.data(), ours_proven.size())),
-                deadline)) {
+  if (!send_all(socket, as_bytes(ours_proven), deadline)) {
     throw Error(Errc::comm_error, who + ": rank 0 at " + address.to_string() +
                                       " closed the connection before this rank proved the job's secret");
   }
@@ -380,7 +381,7 @@ std::string join_tcp_rendezvous(const InitAddress& address, const Hello& hello,
   // a little longer lets its error (a rank missing, a conflict) arrive rather than a timeout of our own.
   const Deadline answering(timeout, std::chrono::seconds(1));
   if (!secret.empty()) prove_each_other(socket, secret, who, address, answering);
-  if (!send_all(socket, std::as_bytes(std::span<const char>(message.data(), message.size())), answering)) {
+  if (!send_all(socket, as_bytes(message), answering)) {
     throw Error(Errc::comm_error, who + " could not send its hello to rank 0 at " + address.to_string() +
                                       ": rank 0 closed the connection (it failed or was stopped)");
   }

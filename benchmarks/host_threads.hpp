@@ -59,7 +59,8 @@ struct Range {
 void parallel_copy(HostThreads& threads, std::size_t parts, bool streaming, std::byte* dst, const std::byte* src,
                    std::size_t bytes);
 
-/// Pattern bytes [offset, offset + out.size()) of @p seed into @p out, on every worker.
+/// Pattern bytes [offset, offset + out.size()) of @p seed into @p out, on every worker, then @p out's
+/// cache lines written back and evicted (a copy timed next finds them in memory, as a cold buffer).
 void parallel_fill(HostThreads& threads, std::span<std::byte> out, std::uint64_t seed,
                    std::uint64_t offset = 0);
 
@@ -67,7 +68,8 @@ void parallel_fill(HostThreads& threads, std::span<std::byte> out, std::uint64_t
 [[nodiscard]] std::size_t parallel_mismatches(HostThreads& threads, std::span<const std::byte> data,
                                               std::uint64_t seed, std::uint64_t offset = 0);
 
-/// Overwrites @p out with the poison byte, so that bytes a transfer fails to write are caught.
+/// Overwrites @p out with the poison byte, so that bytes a transfer fails to write are caught; its cache
+/// lines are then written back and evicted, as parallel_fill's.
 void parallel_poison(HostThreads& threads, std::span<std::byte> out);
 
 /// The byte that destinations hold before every sample (device memory is poisoned with it too).

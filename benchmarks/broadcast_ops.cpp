@@ -81,6 +81,7 @@ OpSpec host_op(const char* name, std::string what, Source source, HostBroadcastP
           .what = std::move(what),
           .bytes = payload,
           .ceiling = {"ceiling_h2d_one"},
+          .bounded = Bounded::one_device,
           .bound = pageable ? "ceiling_host_memcpy_t16" : "",
           .stream_bound = pageable ? stream_bound_op() : "",
           .overlap_bound = pageable ? "ceiling_host_stream_under_h2d" : "",
@@ -107,6 +108,7 @@ OpSpec device_op(const char* name, std::string what, DeviceBroadcastPath path, s
           .what = std::move(what),
           .bytes = payload,
           .ceiling = {"ceiling_nccl_bcast"},
+          .bounded = Bounded::never,
           .waive = path == DeviceBroadcastPath::nccl ? needs_nccl : needs_two_devices,
           .run = [path](Bench& b, std::size_t size) { return b.measure(from_device_case(b, size, path)); },
           .target = target};

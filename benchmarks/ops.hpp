@@ -17,6 +17,11 @@ namespace gpuxfer::bench {
 /// of gpuxfer's operations, the seed's naive way, or another baseline users would write.
 enum class Kind { ceiling, gpuxfer, naive, baseline };
 
+/// Where an operation's raw ceiling bounds it, so that a ratio above 1.03 is a measurement error: always,
+/// never (a reference to beat, such as ncclBroadcast), or with one device only (a host broadcast loads
+/// every device's link, each as fast as the one ceiling).
+enum class Bounded { always, never, one_device };
+
 [[nodiscard]] const char* to_string(Kind kind) noexcept;
 
 /// How an operation's bytes are counted: in words, and for GB/s at per-device size @p size with
@@ -35,6 +40,8 @@ struct OpSpec {
   ByteRule bytes{};
   /// Operations whose GB/s at the same size is the ceiling (the lowest of them); empty: none.
   std::vector<std::string> ceiling{};
+  /// Where a raw ceiling bounds the operation.
+  Bounded bounded = Bounded::always;
   /// A further limit shown beside the ratio (not in it): the host memcpy rate for pageable paths.
   std::string bound{};
   /// The same limit with the library's streaming-store host copy (what the host can do, not libc).

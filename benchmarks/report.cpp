@@ -37,10 +37,31 @@ json_t interleaved_json(const Stats& stats) {
   return {{"baseline_us", stats.baseline_s.value_or(0) * 1e6}, {"pick", "best round"}, {"rounds", rounds}};
 }
 
+// The spread of a row's samples: (slowest - fastest) / median.
+double spread_of(const Stats& stats) {
+  return stats.median_s > 0 ? (stats.max_s - stats.min_s) / stats.median_s : 0;
+}
+
 std::string target_text(const OpSpec& op, const std::optional<double>& target) {
   if (!target) return "-";
   if (op.time_target) return "time <= " + fixed(1.0 / *target, 2) + " x";
   return ">= " + fixed(*target, 2);
+}
+
+// Above this ratio to a raw copy of the same bytes, an operation's time or its ceiling's is wrong: no
+// library call moves bytes faster than the copy engine's own copy of them.
+constexpr double ceiling_tolerance = 1.03;
+
+// Whether @p op's ceiling bounds it on @p devices devices: every one a raw copy (not another gpuxfer
+// operation or a baseline) and OpSpec::bounded saying it bounds there.
+bool raw_ceiling(const OpSpec& op, std::size_t devices) {
+  if (op.ceiling.empty() || op.bounded == Bounded::never) return false;
+  if (op.bounded == Bounded::one_device && devices > 1) return false;
+  const std::vector<OpSpec>& ops = all_ops();
+  return std::all_of(op.ceiling.begin(), op.ceiling.end(), [&](const std::string& name) {
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const OpSpec& o) { return o.name == name; });
+    return it != ops.end() && it->kind == Kind::ceiling;
+  });
 }
 
 }  // namespace
@@ -62,7 +83,7 @@ void Report::header(const RunnerInfo& info, const BenchOptions& options,
   out_ << "# devices: " << info.ordinals.size();
   for (std::size_t d = 0; d < info.ordinals.size(); ++d) {
     out_ << (d == 0 ? ": " : ", ") << "[" << d << "] ordinal " << info.ordinals[d] << " " << info.names[d]
-         << " (" << info.pci_bus_ids[d] << ")";
+         << " (" << info.pci_bus_ids[d] << ", " << info.pcie[d] << ")";
   }
   out_ << '\n';
   for (std::size_t a = 0; a < info.links.size(); ++a) {
@@ -145,10 +166,18 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   }
   wrong_ += stats.wrong;
   print_header(op);
-  char line[200];
+  const bool above = row.ratio && *row.ratio > ceiling_tolerance && raw_ceiling(op, devices_);
+  if (above) {
+    ++failures_;
+    failed_.emplace_back(op.name, format_bytes(size) + ": " + fixed(*row.ratio, 3) + " x its raw ceiling " +
+                                      row.ceiling_op + ", above " + fixed(ceiling_tolerance, 2) +
+                                      ": the ceiling or the timing is wrong");
+  }
+  char line[240];
   std::snprintf(line, sizeof line, "  %12zu %13zu %12.2f %10.2f %10s %8s %8zu%s\n", size, row.bytes,
                 stats.median_s * 1e6, row.gbps, opt(row.ceiling, 2).c_str(), opt(row.ratio, 3).c_str(),
-                stats.wrong, stats.wrong != 0 ? "  WRONG DATA" : "");
+                stats.wrong,
+                stats.wrong != 0 ? "  WRONG DATA" : (above ? "  ABOVE ITS RAW CEILING: a measurement error" : ""));
   out_ << line;
   rows_.push_back(std::move(row));
 }
@@ -200,7 +229,9 @@ void Report::end(const OpSpec& op) {
       const bool met = *r->ratio >= *target;
       out_ << ", target " << target_text(op, target)
            << (op.time_target ? " (" + fixed(1.0 / *r->ratio, 2) + " x)" : "") << ": "
-           << (met ? "met" : "BELOW");
+           << (*r->ratio > ceiling_tolerance && raw_ceiling(op, devices_) ? "ABOVE ITS RAW CEILING"
+               : met                                                   ? "met"
+                                                                       : "BELOW");
     }
   }
   if (r->bound) out_ << "; host memcpy bound (" << op.bound << ") " << fixed(*r->bound, 2) << " GB/s";
@@ -217,9 +248,10 @@ void Report::end(const OpSpec& op) {
 
 void Report::finish() {
   out_ << "#\n# headline at " << format_bytes(headline_size())
-       << " per device (fixed-size operations at their own size): ratio = GB/s / ceiling GB/s\n";
+       << " per device (fixed-size operations at their own size): ratio = GB/s / ceiling GB/s; spread = (slowest - fastest sample) / median\n";
   char line[200];
-  std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", "op", "ratio", "vs", "target", "");
+  std::snprintf(line, sizeof line, "# %-24s %8s %7s  %-40s %-14s %s\n", "op", "ratio", "spread", "vs", "target",
+                "");
   out_ << line;
   for (const OpSpec* op : ops_) {
     if (op->kind == Kind::ceiling || op->ceiling.empty()) continue;
@@ -229,11 +261,14 @@ void Report::finish() {
     std::string status = waived ? "waived" : "no result";
     const std::optional<double> target = target_of(*op);
     if (r != nullptr && r->ratio && target) status = *r->ratio >= *target ? "met" : "BELOW";
+    if (r != nullptr && r->ratio && *r->ratio > ceiling_tolerance && raw_ceiling(*op, devices_))
+      status = "ABOVE CEILING";
     if (r != nullptr && r->ratio && !target) status = "";
     if (r != nullptr && !r->ratio) status = "no " + ceiling_name(*op) + " measured";
-    std::snprintf(line, sizeof line, "# %-24s %8s  %-40s %-14s %s\n", op->name.c_str(),
-                  opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(), ceiling_name(*op).c_str(),
-                  target_text(*op, target).c_str(), status.c_str());
+    std::snprintf(line, sizeof line, "# %-24s %8s %7s  %-40s %-14s %s\n", op->name.c_str(),
+                  opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(),
+                  r != nullptr ? (fixed(spread_of(r->stats) * 100, 1) + "%").c_str() : "-",
+                  ceiling_name(*op).c_str(), target_text(*op, target).c_str(), status.c_str());
     out_ << line;
   }
   const bool ok = wrong_ == 0 && failures_ == 0;
@@ -258,6 +293,7 @@ json_t Report::headline_json() const {
     if (r != nullptr) {
       e["gbps"] = r->gbps;
       e["ceiling"] = opt_json(r->ceiling);
+      e["spread"] = spread_of(r->stats);
     }
     if (r != nullptr && r->ratio) {
       const double ratio = r->ratio.value();
@@ -277,6 +313,7 @@ json_t Report::json(const RunnerInfo& info, const BenchOptions& options) const {
                    {"ordinals", info.ordinals},
                    {"names", info.names},
                    {"pci_bus_ids", info.pci_bus_ids},
+                   {"pcie", info.pcie},
                    {"links", info.links},
                    {"date", info.date},
                    {"gpuxfer_version", version_string},

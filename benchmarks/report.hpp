@@ -22,6 +22,7 @@ struct RunnerInfo {
   std::vector<int> ordinals;
   std::vector<std::string> names;
   std::vector<std::string> pci_bus_ids;
+  std::vector<std::string> pcie;  ///< each device's host link as sysfs reports it: "PCIe gen5 x16 (32.0 GT/s)"
   std::vector<std::vector<std::string>> links;  ///< links[a][b]: "self", "nvlink", "pcie_peer", "host_staged"
   std::string date;                             ///< UTC, ISO 8601
   std::string nccl_version;                     ///< "2.28.3" or "none"

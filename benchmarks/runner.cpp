@@ -1,6 +1,8 @@
 #include "runner.hpp"
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <fstream>
@@ -23,12 +25,43 @@ std::string utc_now() {
   return text;
 }
 
+namespace {
+
+// A line of sysfs file @p path, or empty.
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::string pcie_link(const std::string& pci_bus_id, const std::string& sysfs) {
+  std::string id = pci_bus_id;
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string dir = sysfs + "/bus/pci/devices/" + id + "/";
+  const std::string speed = read_line(dir + "current_link_speed");  // "32.0 GT/s PCIe"
+  const std::string width = read_line(dir + "current_link_width");  // "16"
+  if (speed.empty() || width.empty()) return "PCIe link unknown (no " + dir + "current_link_*)";
+  const double gts = std::atof(speed.c_str());
+  int gen = 0;
+  for (const double rate : {2.5, 5.0, 8.0, 16.0, 32.0, 64.0}) {
+    ++gen;
+    if (gts > rate - 0.1 && gts < rate + 0.1) break;
+    if (rate == 64.0) gen = 0;
+  }
+  const std::string gts_text = speed.substr(0, speed.find(' '));
+  return (gen != 0 ? "PCIe gen" + std::to_string(gen) : "PCIe") + " x" + width + " (" + gts_text + " GT/s)";
+}
+
 RunnerInfo runner_info(const MultiGpuManager& m) {
   RunnerInfo info;
   for (const DeviceInfo& d : m.devices()) {
     info.ordinals.push_back(d.ordinal);
     info.names.push_back(d.name);
     info.pci_bus_ids.push_back(d.pci_bus_id);
+    info.pcie.push_back(pcie_link(d.pci_bus_id));
   }
   for (std::size_t a = 0; a < m.device_count(); ++a) {
     info.links.emplace_back();

@@ -21,6 +21,10 @@ inline constexpr int exit_no_device = 2;
 /// The devices, links, versions and options of @p manager.
 [[nodiscard]] RunnerInfo runner_info(const MultiGpuManager& manager);
 
+/// The PCIe link of the device at @p pci_bus_id ("0000:00:06.0") as sysfs reports it now, e.g. "PCIe gen5
+/// x16 (32.0 GT/s)"; a sentence saying so when sysfs has no link files for it.
+[[nodiscard]] std::string pcie_link(const std::string& pci_bus_id, const std::string& sysfs = "/sys");
+
 /// Why there is no usable CUDA device, or an empty string when there is one.
 [[nodiscard]] std::string no_device_reason();
 

@@ -204,7 +204,7 @@ TEST(BenchRanksReport, TheRatioIsToTheReferenceAtTheSameSizeAndMeetsTheTarget) {
   EXPECT_NE(text.find("# rank_gather_to_host [gpuxfer]"), std::string::npos) << text;
   EXPECT_NE(text.find("ceiling = gather; target >= 0.95"), std::string::npos) << text;
   EXPECT_NE(text.find("= 0.962 x gather"), std::string::npos) << text;
-  EXPECT_NE(text.find("# rank_gather_to_host         0.962  gather"), std::string::npos) << text;
+  EXPECT_NE(text.find("# rank_gather_to_host         0.962    0.0%  gather"), std::string::npos) << text;
   EXPECT_NE(text.find("met"), std::string::npos) << text;
   EXPECT_NE(text.find("gpuxfer-bench: OK: 0 wrong bytes"), std::string::npos) << text;
   const nlohmann::ordered_json j = r.report.json(RunnerInfo{}, BenchOptions{});

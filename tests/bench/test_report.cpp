@@ -1,0 +1,96 @@
+// The bench's report: a ratio above 1.03 x a raw ceiling fails the run as a measurement error, never "met";
+// the headline gives each row's spread; the header names each device's PCIe link.
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ops.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+
+namespace gpuxfer::bench {
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+Stats stats_of(double median_s, double min_s, double max_s) {
+  Stats s;
+  s.median_s = median_s;
+  s.min_s = min_s;
+  s.max_s = max_s;
+  s.samples = 7;
+  return s;
+}
+
+const OpSpec& op_named(const std::string& name) {
+  const std::vector<OpSpec>& ops = all_ops();
+  return *std::find_if(ops.begin(), ops.end(), [&](const OpSpec& o) { return o.name == name; });
+}
+
+// ceiling_d2h at 256 MiB in @p ceiling_s, then gather in @p gather_s, on @p devices devices.
+void report_of(double ceiling_s, double gather_s, Report& report) {
+  const OpSpec& ceiling = op_named("ceiling_d2h");
+  const OpSpec& gather = op_named("gather");
+  report.begin(ceiling);
+  report.add(ceiling, 256 * MiB, stats_of(ceiling_s, ceiling_s, ceiling_s));
+  report.end(ceiling);
+  report.begin(gather);
+  report.add(gather, 256 * MiB, stats_of(gather_s, gather_s * 0.99, gather_s * 1.03));
+  report.end(gather);
+  report.finish();
+}
+
+TEST(BenchReport, ARatioAboveItsRawCeilingFailsTheRunAsAMeasurementError) {
+  std::ostringstream out;
+  Report report(out, 1, {256 * MiB});
+  report_of(0.0086, 0.0049, report);  // 31 GB/s "ceiling", 55 GB/s gather: 1.76 x
+  const std::string text = out.str();
+  EXPECT_NE(text.find("ABOVE ITS RAW CEILING"), std::string::npos) << text;
+  EXPECT_NE(text.find("ABOVE CEILING"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" met"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuxfer-bench: FAILED"), std::string::npos) << text;
+  EXPECT_EQ(report.failures(), 1u);
+}
+
+TEST(BenchReport, ARatioJustUnderTheToleranceIsMetAndTheSpreadIsShown) {
+  std::ostringstream out;
+  Report report(out, 1, {256 * MiB});
+  report_of(0.0050, 0.0049, report);  // 1.020 x
+  const std::string text = out.str();
+  EXPECT_EQ(text.find("ABOVE"), std::string::npos) << text;
+  EXPECT_NE(text.find("# gather                      1.020    4.0%  ceiling_d2h"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpuxfer-bench: OK"), std::string::npos) << text;
+  EXPECT_EQ(report.failures(), 0u);
+}
+
+TEST(BenchReport, AHostBroadcastToSeveralDevicesMayPassOneLinksCeiling) {
+  std::ostringstream out;
+  Report report(out, 2, {256 * MiB});
+  const OpSpec& ceiling = op_named("ceiling_h2d_one");
+  const OpSpec& bcast = op_named("bcast_pinned");
+  report.begin(ceiling);
+  report.add(ceiling, 256 * MiB, stats_of(0.0050, 0.0050, 0.0050));
+  report.end(ceiling);
+  report.begin(bcast);
+  report.add(bcast, 256 * MiB, stats_of(0.0027, 0.0027, 0.0027));  // 1.85 x one link: two links loaded
+  report.end(bcast);
+  report.finish();
+  EXPECT_EQ(out.str().find("ABOVE"), std::string::npos) << out.str();
+  EXPECT_EQ(report.failures(), 0u);
+}
+
+TEST(BenchRunner, ThePcieLinkIsReadFromSysfs) {
+  const std::string dir = ::testing::TempDir() + "gpuxfer-sysfs";
+  const std::string dev = dir + "/bus/pci/devices/0000:00:06.0";
+  ASSERT_EQ(std::system(("mkdir -p '" + dev + "'").c_str()), 0);
+  ASSERT_EQ(std::system(("echo '32.0 GT/s PCIe' > '" + dev + "/current_link_speed'").c_str()), 0);
+  ASSERT_EQ(std::system(("echo 16 > '" + dev + "/current_link_width'").c_str()), 0);
+  EXPECT_EQ(pcie_link("0000:00:06.0", dir), "PCIe gen5 x16 (32.0 GT/s)");
+  EXPECT_NE(pcie_link("0000:00:07.0", dir).find("unknown"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuxfer::bench

@@ -267,6 +267,46 @@ def measure_interleaved(bench, size=4 << 10, rounds=INTERLEAVED_ROUNDS, calls=No
     return out, wrong
 
 
+LOOP_CALLS = 8  # calls of the user's loop; its first call is timed too, as the user's is
+
+
+def measure_loop(bench, size, reserve):
+    """A user's loop on a fresh Manager: ``r = transfer.gather_all()`` LOOP_CALLS times over one buffer of
+    `size` bytes per device, the previous result kept until the next call returns (as the loop keeps it).
+    With `reserve` the Manager pins two blocks of `size` per device when it is made (pool_reserve), outside
+    the timing; without, the loop pins them itself. Returns (GB/s over the whole loop, wrong bytes)."""
+    manager = bench.gpuxfer.Manager(pool_reserve=f"2x{size}" if reserve else [])
+    transfer = bench.gpuxfer.Transfer(manager)
+    sources = bench.sources(size)
+    for i, src in enumerate(sources):
+        transfer.set_device_buffer(i, src, stream=bench.streams[i])
+    bench.sync()
+    start = time.perf_counter()
+    r = None
+    for _ in range(LOOP_CALLS):
+        r = transfer.gather_all()
+    seconds = time.perf_counter() - start
+    wrong = sum(bench.wrong_host(a, bench.seed(d), d, size) for d, a in enumerate(r))
+    del r, transfer, manager
+    return LOOP_CALLS * size * len(bench.devices) / seconds / 1e9, wrong
+
+
+def measure_torch_loop(bench, size):
+    """torch's way of the same loop: a pinned tensor per device allocated once, outside the timing, and
+    ``host.copy_(src)`` LOOP_CALLS times. Returns (GB/s, wrong bytes)."""
+    torch = bench.torch
+    sources = bench.sources(size)
+    hosts = [torch.empty(size, dtype=torch.uint8, pin_memory=True) for _ in sources]
+    bench.sync()
+    start = time.perf_counter()
+    for _ in range(LOOP_CALLS):
+        for h, src in zip(hosts, sources):
+            h.copy_(src)
+    seconds = time.perf_counter() - start
+    wrong = sum(bench.wrong(h, bench.seed(d), d, size) for d, h in enumerate(hosts))
+    return LOOP_CALLS * size * len(bench.devices) / seconds / 1e9, wrong
+
+
 def compare(py_results, cpp_results, in_process=frozenset()):
     """Rows of Python against C++ for each (op, size) both measured, with the targets that apply (none for
     the (C++ op, size) pairs in @p in_process, which are judged within this process instead)."""
@@ -376,6 +416,17 @@ def main(argv):
             + "".join(f"#   round: python {p['py_us']:.2f} us, C++ {p['cpp_us']:.2f} us\n" for p in r["rounds"])
             + row_line(r)
         )
+    loop_size = 256 << 20
+    if "py_gather" in args.ops and loop_size in args.sizes:
+        loops = {}
+        for name, fn in (("pool_reserve 2 blocks", lambda: measure_loop(bench, loop_size, True)),
+                         ("no reserve", lambda: measure_loop(bench, loop_size, False)),
+                         ("torch pinned copy_", lambda: measure_torch_loop(bench, loop_size))):
+            loops[name], bad = fn()
+            wrong += bad
+        print(f"#\n# a user's loop, {LOOP_CALLS} calls of {human(loop_size)} per device from its first call, the "
+              f"previous result kept (GB/s, informational):\n"
+              + "".join(f"#   {name:<24} {gbps:7.2f}\n" for name, gbps in loops.items()))
     if args.cpp:
         with open(args.cpp) as f:
             cpp_rows = compare(results, json.load(f).get("results", []), in_process)

@@ -37,6 +37,7 @@ enum class NumaPlacement {
 /// | enable_peer_access | GPUXFER_PEER_ACCESS | `0` / `1` / `off` / `on` |
 /// | enable_nccl | GPUXFER_NCCL | `0` / `1` |
 /// | pool_limit_bytes | GPUXFER_POOL_LIMIT | `4GiB`, `512M`, `1048576` |
+/// | pool_reserve | GPUXFER_POOL_RESERVE | `2x256MiB`, `64MiB,8MiB` |
 /// | chunk_bytes | GPUXFER_CHUNK_BYTES | `8MiB` |
 /// | host_threads | GPUXFER_HOST_THREADS | `8` |
 /// | numa | GPUXFER_NUMA | `auto` / `on` / `off` |
@@ -55,6 +56,11 @@ struct Options {
   /// Upper bound on pinned host memory held by the staging pool (in use plus cached); at least
   /// min_pool_chunks x chunk_bytes.
   std::size_t pool_limit_bytes = std::size_t{16} << 30;
+  /// Pinned blocks the pool allocates for each device when the manager is made (on the device's staging
+  /// node), so that no call pins them later: pinning costs about 100 ms per 256 MiB. A loop that keeps the
+  /// previous gather's result while the next one runs needs two blocks of the buffer's size per device
+  /// (`2x256MiB`); one transfer of a size needs one. Empty: none; the pool pins as calls ask.
+  std::vector<std::size_t> pool_reserve;
   /// Chunk size of the pipelined paths (the staged device copy, scatter/all-gather broadcast); pageable
   /// transfers take chunks of at most 4 MiB, fewer when this is smaller.
   std::size_t chunk_bytes = std::size_t{8} << 20;
@@ -100,6 +106,10 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 /// Parses a byte count: a plain integer or one with a suffix K, M, G, T (powers of 1024; "KiB", "KB"
 /// and "k" mean the same). @throws Error(Errc::invalid_option) on anything else or on overflow
 [[nodiscard]] std::size_t parse_size(std::string_view text);
+
+/// Parses a list of block sizes, comma-separated, each a parse_size() text with an optional count in
+/// front: "2x256MiB,64M" is {256 MiB, 256 MiB, 64 MiB}. @throws Error(Errc::invalid_option)
+[[nodiscard]] std::vector<std::size_t> parse_size_list(std::string_view text);
 
 /// Parses 1/0, on/off, true/false, yes/no (any case). @throws Error(Errc::invalid_option)
 [[nodiscard]] bool parse_bool(std::string_view text);

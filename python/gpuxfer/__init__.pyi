@@ -78,6 +78,7 @@ class Options:
     enable_peer_access: bool
     enable_nccl: bool
     pool_limit_bytes: int
+    pool_reserve: list[int]
     chunk_bytes: int
     host_threads: int
     numa: NumaPlacement
@@ -123,6 +124,7 @@ class Manager:
         enable_peer_access: bool = ...,
         enable_nccl: bool = ...,
         pool_limit_bytes: int | str = ...,
+        pool_reserve: list[int] | str = ...,
         chunk_bytes: int | str = ...,
         host_threads: int = ...,
         numa: NumaPlacement | Literal["auto", "automatic", "on", "off"] = ...,

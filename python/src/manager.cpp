@@ -26,23 +26,26 @@ struct OptionName {
   std::string_view field;
   std::string_view variable;
 };
-constexpr std::array<OptionName, 10> option_names{{{"devices", "GPUXFER_DEVICES"},
+constexpr std::array<OptionName, 11> option_names{{{"devices", "GPUXFER_DEVICES"},
                                                   {"min_devices", "GPUXFER_MIN_DEVICES"},
                                                   {"enable_peer_access", "GPUXFER_PEER_ACCESS"},
                                                   {"enable_nccl", "GPUXFER_NCCL"},
                                                   {"pool_limit_bytes", "GPUXFER_POOL_LIMIT"},
+                                                  {"pool_reserve", "GPUXFER_POOL_RESERVE"},
                                                   {"chunk_bytes", "GPUXFER_CHUNK_BYTES"},
                                                   {"host_threads", "GPUXFER_HOST_THREADS"},
                                                   {"numa", "GPUXFER_NUMA"},
                                                   {"capture_copy_kernels", "GPUXFER_CAPTURE_KERNELS"},
                                                   {"simulated_devices", "GPUXFER_SIMULATED_DEVICES"}}};
 
-// Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1").
+// Strings where the environment takes them too: sizes ("4GiB"), NUMA placement ("auto"), devices ("0,1"),
+// block lists ("2x256MiB").
 nb::object option_value(std::string_view name, nb::handle value) {
   if (!nb::isinstance<nb::str>(value)) return nb::borrow(value);
   const std::string text = nb::cast<std::string>(value);
   if (name == "pool_limit_bytes" || name == "chunk_bytes") return nb::cast(parse_size(text));
   if (name == "numa") return nb::cast(parse_numa_placement(text));
+  if (name == "pool_reserve") return nb::cast(parse_size_list(text));
   if (name == "devices") return nb::cast(parse_device_list(text));
   return nb::borrow(value);
 }

@@ -41,6 +41,7 @@ void bind_options(nb::module_& m) {
       .def_rw("enable_peer_access", &Options::enable_peer_access)
       .def_rw("enable_nccl", &Options::enable_nccl)
       .def_rw("pool_limit_bytes", &Options::pool_limit_bytes)
+      .def_rw("pool_reserve", &Options::pool_reserve)
       .def_rw("chunk_bytes", &Options::chunk_bytes)
       .def_rw("host_threads", &Options::host_threads)
       .def_rw("numa", &Options::numa)

@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <gpuxfer/error.hpp>
+#include <gpuxfer/host_buffer.hpp>
 
 #include "memory/pool_state.hpp"
 #include "node/manager_state.hpp"
@@ -155,6 +156,19 @@ void place_on_numa_nodes(ManagerState& state) {
   }
 }
 
+// Options::pool_reserve: every device's blocks pinned now on its staging node, all held at once (so that
+// each is a block of its own), then left in the pool's cache for the calls to come.
+void reserve_pinned(ManagerState& state) {
+  if (state.options.pool_reserve.empty()) return;
+  std::vector<HostBuffer> held;
+  held.reserve(state.devices.size() * state.options.pool_reserve.size());
+  for (std::size_t d = 0; d < state.devices.size(); ++d) {
+    for (const std::size_t bytes : state.options.pool_reserve) held.push_back(state.pool.acquire(bytes, state.staging_node(d)));
+  }
+  GPUXFER_LOG(info, "pinned pool reserved " + std::to_string(held.size()) + " blocks for " +
+                        std::to_string(state.devices.size()) + " devices (Options::pool_reserve)");
+}
+
 }  // namespace detail
 
 std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
@@ -175,6 +189,7 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
   // when the manager was not asked to use it.
   if (!ordinals.empty()) detail::PoolState::of(state->pool).device = ordinals.front();
   detail::place_on_numa_nodes(*state);
+  detail::reserve_pinned(*state);
   state->links = detail::read_links(state->devices);
   detail::enable_peers(*state);
   for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));

@@ -130,6 +130,28 @@ std::vector<int> parse_device_list(std::string_view text) {
   return out;
 }
 
+std::vector<std::size_t> parse_size_list(std::string_view text) {
+  std::vector<std::size_t> out;
+  const std::string_view all = trim(text);
+  if (all.empty()) return out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = all.find(',', start);
+    std::string_view item = trim(all.substr(start, comma == std::string_view::npos ? all.npos : comma - start));
+    unsigned long long count = 1;
+    if (const std::size_t x = item.find_first_of("xX"); x != std::string_view::npos) {
+      count = parse_unsigned(trim(item.substr(0, x)), "a block count (like 2x256MiB)");
+      item = trim(item.substr(x + 1));
+    }
+    if (count > 1024) bad_option("block count in '" + std::string(text) + "' is out of range (0..1024)");
+    const std::size_t bytes = parse_size(item);
+    out.insert(out.end(), static_cast<std::size_t>(count), bytes);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 void Options::validate() const {
   if (min_devices < 0) bad_option("min_devices must be >= 0, got " + std::to_string(min_devices));
   std::set<int> seen;
@@ -144,6 +166,15 @@ void Options::validate() const {
     bad_option("pool_limit_bytes (" + std::to_string(pool_limit_bytes) + ") must be at least " +
                std::to_string(min_pool_chunks) + " x chunk_bytes (" + std::to_string(min_pool_chunks) + " x " +
                std::to_string(chunk_bytes) + "): a pageable broadcast keeps that many chunks in flight");
+  }
+  std::size_t reserve = 0;
+  for (const std::size_t bytes : pool_reserve) {
+    if (bytes == 0) bad_option("pool_reserve: a block of 0 bytes");
+    reserve += std::min(bytes, pool_limit_bytes + 1);
+  }
+  if (reserve > pool_limit_bytes) {
+    bad_option("pool_reserve (" + std::to_string(reserve) + " bytes per device) is more than pool_limit_bytes (" +
+               std::to_string(pool_limit_bytes) + ")");
   }
   if (simulated_devices > max_simulated_devices) {
     bad_option("simulated_devices must be in 0.." + std::to_string(max_simulated_devices) + ", got " +
@@ -164,6 +195,7 @@ Options apply_env(Options base, const EnvLookup& lookup) {
   apply_var(lookup, "GPUXFER_PEER_ACCESS", [&](const std::string& v) { base.enable_peer_access = parse_bool(v); });
   apply_var(lookup, "GPUXFER_NCCL", [&](const std::string& v) { base.enable_nccl = parse_bool(v); });
   apply_var(lookup, "GPUXFER_POOL_LIMIT", [&](const std::string& v) { base.pool_limit_bytes = parse_size(v); });
+  apply_var(lookup, "GPUXFER_POOL_RESERVE", [&](const std::string& v) { base.pool_reserve = parse_size_list(v); });
   apply_var(lookup, "GPUXFER_CHUNK_BYTES", [&](const std::string& v) { base.chunk_bytes = parse_size(v); });
   apply_var(lookup, "GPUXFER_HOST_THREADS", [&](const std::string& v) {
     const auto n = parse_unsigned(trim(v), "a thread count");
@@ -187,6 +219,7 @@ Options apply_env(Options base, const EnvLookup& lookup) {
     static constexpr std::pair<const char*, const char*> fields[] = {
         {"min_devices", "GPUXFER_MIN_DEVICES"}, {"devices", "GPUXFER_DEVICES"},
         {"chunk_bytes", "GPUXFER_CHUNK_BYTES"}, {"pool_limit_bytes", "GPUXFER_POOL_LIMIT"},
+        {"pool_reserve", "GPUXFER_POOL_RESERVE"},
         {"host_threads", "GPUXFER_HOST_THREADS"}, {"simulated_devices", "GPUXFER_SIMULATED_DEVICES"}};
     std::string names;
     for (const auto& [field, variable] : fields) {

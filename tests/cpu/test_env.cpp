@@ -24,7 +24,7 @@ const std::set<std::string> kVariables = {
     "GPUXFER_DEVICES",      "GPUXFER_MIN_DEVICES", "GPUXFER_PEER_ACCESS",
     "GPUXFER_NCCL",         "GPUXFER_POOL_LIMIT",  "GPUXFER_CHUNK_BYTES",
     "GPUXFER_HOST_THREADS", "GPUXFER_NUMA",        "GPUXFER_CAPTURE_KERNELS",
-    "GPUXFER_SIMULATED_DEVICES"};
+    "GPUXFER_SIMULATED_DEVICES", "GPUXFER_POOL_RESERVE"};
 
 Options apply(const std::map<std::string, std::string>& values, Options base = {}) {
   FakeEnv env(values);
@@ -105,6 +105,14 @@ TEST(ApplyEnv, SimulatedDevices) {
   EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", "-2"));
   EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", "two"));
   EXPECT_TRUE(rejects("GPUXFER_SIMULATED_DEVICES", ""));
+}
+
+TEST(ApplyEnv, PoolReserve) {
+  EXPECT_EQ(apply({{"GPUXFER_POOL_RESERVE", "2x256MiB"}}).pool_reserve,
+            (std::vector<std::size_t>{std::size_t{256} << 20, std::size_t{256} << 20}));
+  EXPECT_TRUE(rejects("GPUXFER_POOL_RESERVE", "two"));
+  EXPECT_TRUE(rejects("GPUXFER_POOL_RESERVE", "2x"));
+  EXPECT_TRUE(rejects("GPUXFER_POOL_RESERVE", "100x1GiB"));  // more than the pool's limit
 }
 
 TEST(ApplyEnv, PoolLimit) {

@@ -1,6 +1,7 @@
 // Options: the documented defaults, and validate() for every out-of-range field.
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,29 @@ TEST(Options, Defaults) {
   EXPECT_TRUE(opts.capture_copy_kernels);
   EXPECT_EQ(opts.simulated_devices, 0u);
   EXPECT_NO_THROW(opts.validate());
+}
+
+TEST(Options, PoolReserveListsParse) {
+  const std::size_t mib = std::size_t{1} << 20;
+  EXPECT_EQ(parse_size_list("2x256MiB,64M"), (std::vector<std::size_t>{256 * mib, 256 * mib, 64 * mib}));
+  EXPECT_EQ(parse_size_list(" 1MiB "), (std::vector<std::size_t>{mib}));
+  EXPECT_EQ(parse_size_list("3X4K"), (std::vector<std::size_t>{4096, 4096, 4096}));
+  EXPECT_TRUE(parse_size_list("").empty());
+  EXPECT_TRUE(parse_size_list("0x1M").empty());
+  for (const char* bad : {"x1M", "2x", "1M,,2M", "-1x1M", "2y1M", "1025x1K"}) {
+    EXPECT_TRUE(throws_error([&] { (void)parse_size_list(bad); }, Errc::invalid_option)) << bad;
+  }
+}
+
+TEST(Options, PoolReserveAboveThePoolLimitIsRejected) {
+  Options opts;
+  opts.pool_limit_bytes = std::size_t{64} << 20;
+  opts.pool_reserve = {std::size_t{32} << 20, std::size_t{32} << 20};
+  EXPECT_NO_THROW(opts.validate());
+  opts.pool_reserve.push_back(1);
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "pool_reserve"));
+  opts.pool_reserve = {0};
+  EXPECT_TRUE(throws_error([&] { opts.validate(); }, Errc::invalid_option, "pool_reserve"));
 }
 
 TEST(Options, SimulatedDevicesUpToTheMaximum) {

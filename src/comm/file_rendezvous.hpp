@@ -1,6 +1,6 @@
 // The shared-file rendezvous (GPUXFER_INIT=file:///path): every rank claims its number with a file of its
 // own (<path>.rank<r>, created atomically and exclusively); rank 0 waits for all the claims, then writes
-// <path> atomically (temp file + rename) with the world size and the blob, or with an error; the others
+// <path> atomically (temp file + link) with the world size and the blob, or with an error; the others
 // poll for it. Each rank then leaves <path>.done<r>, and rank 0 removes every file once all have read it.
 // Claims and result name their job (LaunchEnv::job): a claim or a result of another job is refused.
 // Every file is created exclusively under a random temp name, mode 0600, published with an exclusive

@@ -45,6 +45,10 @@ struct LaunchArgs {
   int ranks = 0;             ///< processes to start (-n)
   bool ranks_given = false;  ///< -n was given; else one per visible GPU
   double grace_seconds = 5;  ///< between SIGTERM and SIGKILL when the ranks are stopped
+  /// --timeout: ranks still running this long after the start are named, with the exits so far, and
+  /// stopped; the code is then 124.
+  double timeout_seconds = 0;
+  bool timeout_given = false;
   /// Each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations then take the path
   /// between nodes (NCCL) on one host.
   bool node_per_rank = false;
@@ -63,8 +67,10 @@ int run_resource_spec(const ResourceSpecArgs& args);
 
 /// Starts the ranks of one job on this host and waits for them. Returns the first failing rank's exit code
 /// (128 + the signal for a rank killed by one), 128 + the signal when one was passed on, 128 + SIGPIPE when
-/// its stdout or stderr was closed (the ranks stopped then), else 0.
-/// @throws Error(Errc::invalid_option) for a missing program, a bad -n or a --grace outside 0 to 86400 s
+/// its stdout or stderr was closed (the ranks stopped then), 124 when --timeout passed with ranks running
+/// (named, with the exits so far, and stopped), else 0.
+/// @throws Error(Errc::invalid_option) for a missing program, a bad -n, a --grace outside 0 to 86400 s or a
+///         --timeout outside (0, 1 year]
 int run_launch(const LaunchArgs& args);
 
 }  // namespace gpuxfer::cli

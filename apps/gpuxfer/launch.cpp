@@ -2,11 +2,14 @@
 // GPUXFER_LOCAL_RANK, GPUXFER_WORLD_SIZE, GPUXFER_INIT (a TCP rendezvous on a free local port) and
 // GPUXFER_JOB_ID (the same for the job's ranks, another for any other job) and GPUXFER_SECRET (256 random
 // bits made for the job, which its ranks prove to each other at the rendezvous) set
-// (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own),
+// (and, with --node-per-rank, GPUXFER_NODE_ID=rank<i>: each rank a node of its own); rank 0 of several
+// inherits the socket the launcher listens on at that port (GPUXFER_LISTEN_FD), so that no other process
+// can take the port between the launcher's choice and rank 0's rendezvous;
 // CUDA_VISIBLE_DEVICES left as it is. Their output comes back line by line, prefixed "[rank] "; the first
 // rank to fail stops the others (SIGTERM, SIGKILL after the grace period) and gives its exit code;
 // SIGINT, SIGTERM and SIGHUP are passed on to every rank (unless ignored when it starts); a reader of its
-// output that goes away stops them too; a launcher killed outright takes them with it (PR_SET_PDEATHSIG).
+// output that goes away stops them too; a launcher killed outright takes them with it (PR_SET_PDEATHSIG);
+// with --timeout, ranks still running then are named with the exits so far, and stopped.
 
 #include <cerrno>
 #include <chrono>
@@ -51,12 +54,15 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
 constexpr std::chrono::milliseconds output_drain{1000};
 // The longest --grace: a day, far from overflowing the conversion to milliseconds (inf, 1e300 did).
 constexpr double max_grace_seconds = 86400;
+// The longest --timeout: a year.
+constexpr double max_timeout_seconds = 365 * 86400.0;
 
 struct Rank {
   int index = 0;
   pid_t pid = -1;
   bool running = false;
-  UniqueFd out;  // read ends of the rank's stdout and stderr
+  std::optional<int> code;  // once it exited
+  UniqueFd out;             // read ends of the rank's stdout and stderr
   UniqueFd err;
   RankOutput out_lines;
   RankOutput err_lines;
@@ -79,8 +85,9 @@ int visible_gpus() {
 // What every rank of the job is told.
 struct Job {
   int world = 0;
-  int port = 0;    ///< of the rendezvous, on 127.0.0.1
-  std::string id;  ///< GPUXFER_JOB_ID: this host, this launcher's pid and the port
+  int port = 0;        ///< of the rendezvous, on 127.0.0.1
+  UniqueFd listener;   ///< listening there, close-on-exec, for rank 0 (GPUXFER_LISTEN_FD); none for 1 rank
+  std::string id;      ///< GPUXFER_JOB_ID: this host, this launcher's pid and the port
   std::string secret;  ///< GPUXFER_SECRET: 256 random bits in hex, made for this job
   bool node_per_rank = false;
 };
@@ -88,19 +95,21 @@ struct Job {
 // The environment of one rank: ours, with the variables of the job replacing any we had (and
 // GPUXFER_NODE_ID, with node_per_rank).
 std::vector<std::string> rank_environment(int rank, const Job& of) {
-  std::vector<std::string> job{"GPUXFER_RANK=" + std::to_string(rank),
-                               "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
-                               "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
-                               "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port),
-                               "GPUXFER_JOB_ID=" + of.id};
+  std::vector<std::string> job{
+      "GPUXFER_RANK=" + std::to_string(rank), "GPUXFER_LOCAL_RANK=" + std::to_string(rank),
+      "GPUXFER_WORLD_SIZE=" + std::to_string(of.world),
+      "GPUXFER_INIT=tcp://127.0.0.1:" + std::to_string(of.port), "GPUXFER_JOB_ID=" + of.id};
   if (!of.secret.empty()) job.push_back("GPUXFER_SECRET=" + of.secret);
-  // The job's own secret replaces a file the caller named (both set is refused).
-  const std::string replaced_too = "GPUXFER_SECRET_FILE=";
+  if (rank == 0 && of.listener) job.push_back("GPUXFER_LISTEN_FD=" + std::to_string(of.listener.get()));
+  // The job's own secret replaces a file the caller named (both set is refused); a listening socket the
+  // caller was handed is not the ranks'.
+  const std::vector<std::string> replaced_too{"GPUXFER_SECRET_FILE=", "GPUXFER_LISTEN_FD="};
   if (of.node_per_rank) job.push_back("GPUXFER_NODE_ID=rank" + std::to_string(rank));
   std::vector<std::string> out;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
-    bool replaced = text.starts_with(replaced_too);
+    bool replaced = false;
+    for (const std::string& other : replaced_too) replaced = replaced || text.starts_with(other);
     for (const std::string& own : job)
       replaced = replaced || text.starts_with(own.substr(0, own.find('=') + 1));
     if (!replaced) out.push_back(text);
@@ -160,6 +169,7 @@ void start(Rank& rank, const Job& job, std::vector<std::string> command, const s
     place(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);
     place(out.write.get(), STDOUT_FILENO);
     place(err.write.get(), STDERR_FILENO);
+    if (rank.index == 0 && job.listener) place(job.listener.get(), job.listener.get());  // kept on exec
     execvpe(argv[0], argv.data(), envp.data());
     // No allocation between fork and _exit: the parent may have had other threads (CUDA's).
     const char* reason = std::strerror(errno);
@@ -203,9 +213,14 @@ void drain(UniqueFd& fd, RankOutput& lines) {
 
 class Supervisor {
  public:
-  /// @p exits: a signalfd of SIGCHLD.
-  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace, const UniqueFd& exits)
-      : ranks_(ranks), grace_(grace), exits_(exits) {}
+  /// @p exits: a signalfd of SIGCHLD. @p timeout_seconds: --timeout, 0 for none.
+  Supervisor(std::vector<Rank>& ranks, std::chrono::milliseconds grace, const UniqueFd& exits,
+             double timeout_seconds)
+      : ranks_(ranks), grace_(grace), exits_(exits), timeout_seconds_(timeout_seconds) {
+    if (timeout_seconds > 0) {
+      timeout_at_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
+    }
+  }
 
   int run() {
     std::optional<Clock::time_point> all_exited;
@@ -214,6 +229,7 @@ class Supervisor {
       pump_output();
       check_output();
       reap();
+      check_timeout();
       if (stop_at_ && Clock::now() >= *stop_at_ && !killed_) {
         signal_all(ranks_, SIGKILL);
         killed_ = true;
@@ -228,8 +244,12 @@ class Supervisor {
       rank.err_lines.finish();
     }
     if (first_failure_) return *first_failure_;
+    if (timed_out_) return timed_out_code;
     return signal_ != 0 ? 128 + signal_ : 0;
   }
+
+  /// The exit code after --timeout stopped the ranks (as coreutils' timeout).
+  static constexpr int timed_out_code = 124;
 
  private:
   std::size_t running() const {
@@ -249,6 +269,32 @@ class Supervisor {
     if (stop_at_) return;
     signal_all(ranks_, SIGTERM);
     stop_at_ = Clock::now() + grace_;
+  }
+
+  // --timeout passed with ranks still running, and nothing stopping them yet: which exited, with which
+  // code, and which still run (a rank 0 that finished while the others hang shows here), then stopped.
+  void check_timeout() {
+    if (!timeout_at_ || timed_out_ || stop_at_ || Clock::now() < *timeout_at_ || running() == 0) return;
+    timed_out_ = true;
+    std::string still;
+    std::string exited;
+    std::size_t still_count = 0;
+    for (const Rank& rank : ranks_) {
+      if (rank.running) {
+        still += (still.empty() ? "" : ", ") + std::to_string(rank.index);
+        ++still_count;
+      } else if (rank.code) {
+        exited += std::string(exited.empty() ? "rank " : ", rank ") + std::to_string(rank.index) +
+                  " exited with code " + std::to_string(*rank.code);
+      }
+    }
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", timeout_seconds_);
+    std::fprintf(stderr,
+                 "gpuxfer launch: --timeout %s s passed with %s %s still running (%s); stopping them\n",
+                 seconds, still_count == 1 ? "rank" : "ranks", still.c_str(),
+                 exited.empty() ? "none exited" : exited.c_str());
+    stop_others();
   }
 
   void forward_signal() {
@@ -319,6 +365,7 @@ class Supervisor {
       if (rank.pid != pid || !rank.running) continue;
       rank.running = false;
       const int code = exit_code(status);
+      rank.code = code;
       if (code != 0) failed(rank, code);
     }
   }
@@ -350,6 +397,9 @@ class Supervisor {
   const UniqueFd& exits_;
   std::optional<int> first_failure_;
   std::optional<Clock::time_point> stop_at_;
+  double timeout_seconds_;
+  std::optional<Clock::time_point> timeout_at_;
+  bool timed_out_ = false;
   bool killed_ = false;
   bool output_closed_ = false;
   int signal_ = 0;  // passed on, or SIGPIPE: the code is 128 + it without a failure
@@ -393,9 +443,28 @@ int run_launch(const LaunchArgs& args) {
     throw Error(Errc::invalid_argument,
                 std::string("gpuxfer launch: signalfd failed: ") + std::strerror(errno));
 
+  if (args.timeout_given && !(args.timeout_seconds > 0 && args.timeout_seconds <= max_timeout_seconds)) {
+    char given[32];
+    std::snprintf(given, sizeof(given), "%g", args.timeout_seconds);
+    throw Error(Errc::invalid_option, std::string("gpuxfer launch: --timeout ") + given +
+                                          ": more than 0 and at most " +
+                                          std::to_string(static_cast<int>(max_timeout_seconds)) + " seconds");
+  }
+
   Job job;
   job.world = args.ranks_given ? args.ranks : visible_gpus();
-  job.port = detail::pick_free_port("127.0.0.1");
+  // Listening from here to rank 0's rendezvous, which takes this very socket: the port is never free for
+  // another process to take (a port picked free and closed again would be, until rank 0 listens). Above
+  // 0 to 2, which the ranks' standard streams take in the child.
+  UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1024);
+  job.port = detail::bound_port(listener);
+  if (job.world > 1) {
+    job.listener = UniqueFd(fcntl(listener.get(), F_DUPFD_CLOEXEC, 3));
+    if (!job.listener)
+      throw Error(Errc::invalid_argument,
+                  std::string("gpuxfer launch: fcntl failed: ") + std::strerror(errno));
+  }
+  listener = UniqueFd();
   job.id =
       "launch:" + detail::local_host_name() + ":" + std::to_string(getpid()) + ":" + std::to_string(job.port);
   job.node_per_rank = args.node_per_rank;
@@ -416,7 +485,10 @@ int run_launch(const LaunchArgs& args) {
   ranks.reserve(static_cast<std::size_t>(job.world));
   for (int i = 0; i < job.world; ++i) ranks.emplace_back(i);
   try {
-    for (Rank& rank : ranks) start(rank, job, command, entry_mask);
+    for (Rank& rank : ranks) {
+      start(rank, job, command, entry_mask);
+      job.listener = UniqueFd();  // rank 0 has it: the port is free again once rank 0 is done with it
+    }
   } catch (...) {
     signal_all(ranks, SIGKILL);
     for (Rank& rank : ranks) {
@@ -425,7 +497,7 @@ int run_launch(const LaunchArgs& args) {
     throw;
   }
   const auto grace = std::chrono::milliseconds(static_cast<long long>(args.grace_seconds * 1000));
-  return Supervisor(ranks, grace, exits).run();
+  return Supervisor(ranks, grace, exits, args.timeout_given ? args.timeout_seconds : 0).run();
 }
 
 }  // namespace gpuxfer::cli

@@ -31,7 +31,7 @@ std::vector<std::string> split_off_launch_command(int& argc, char** argv) {
       argc = j;
       return command;
     }
-    if (arg == "-n" || arg == "--nproc" || arg == "--grace") {
+    if (arg == "-n" || arg == "--nproc" || arg == "--grace" || arg == "--timeout") {
       ++j;  // its value
     } else if (!arg.starts_with('-')) {
       return {};  // the program: everything from here is its own
@@ -77,9 +77,13 @@ int dispatch(int argc, char** argv) {
       ->add_option("--grace", launch.grace_seconds,
                    "Seconds between SIGTERM and SIGKILL when stopping ranks (0 to 86400)")
       ->capture_default_str();
-  launch_cmd->add_flag("--node-per-rank", launch.node_per_rank,
-                       "Give each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations take the "
-                       "path between nodes, over NCCL, on this one host");
+  launch_cmd->add_option("--timeout", launch.timeout_seconds,
+                         "Seconds after which ranks still running are named, with the exits so far, and "
+                         "stopped (exit code 124)");
+  launch_cmd->add_flag(
+      "--node-per-rank", launch.node_per_rank,
+      "Give each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations take the "
+      "path between nodes, over NCCL, on this one host");
   launch_cmd->prefix_command();  // everything from the program on is the program's
 
   try {
@@ -95,6 +99,7 @@ int dispatch(int argc, char** argv) {
   }
   if (*launch_cmd) {
     launch.ranks_given = launch_cmd->count("-n") > 0;
+    launch.timeout_given = launch_cmd->count("--timeout") > 0;
     launch.command = launch_cmd->remaining();
     launch.command.insert(launch.command.end(), command_after_dashes.begin(), command_after_dashes.end());
     return run_launch(launch);

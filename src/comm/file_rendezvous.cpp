@@ -99,13 +99,14 @@ std::optional<std::string> read_file(const std::string& path, const std::string&
 }
 
 // Writes @p text (and its MAC line, with @p secret) to a new temp file of a random name beside @p path,
-// this user's alone, and publishes it: renamed over @p path (replace) or linked to it (exclusive: false
-// when @p path exists already).
-bool publish(const std::string& path, const std::string& text, bool exclusive, const std::string& secret) {
+// this user's alone, and publishes it whole, exclusively: linked to @p path, which link() never replaces
+// nor follows. False when @p path exists already (whoever made it, a link too).
+bool publish(const std::string& path, const std::string& text, const std::string& secret) {
   const std::string temp = path + ".tmp" + to_hex(random_bytes(8));
   const std::string sealed = secret.empty() ? text : text + mac_line(path, text, secret);
   {
-    const UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    const UniqueFd fd(
+        open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
     if (!fd)
       comm_fail("cannot write " + temp + " (" + std::strerror(errno) +
                 "): GPUXFER_INIT's folder must be writable");
@@ -121,12 +122,10 @@ bool publish(const std::string& path, const std::string& text, bool exclusive, c
       done += static_cast<std::size_t>(n);
     }
   }
-  const bool done =
-      exclusive ? link(temp.c_str(), path.c_str()) == 0 : rename(temp.c_str(), path.c_str()) == 0;
+  const bool done = link(temp.c_str(), path.c_str()) == 0;
   const int error = errno;
   unlink(temp.c_str());
-  if (!done && !(exclusive && error == EEXIST))
-    comm_fail("cannot create " + path + " (" + std::strerror(error) + ")");
+  if (!done && error != EEXIST) comm_fail("cannot create " + path + " (" + std::strerror(error) + ")");
   return done;
 }
 
@@ -156,7 +155,12 @@ class FileRendezvous {
       return blob;
     }
     std::string result = wait_for_result();
-    publish(rank_file("done", env_.rank), "done\n", false, env_.secret);
+    if (!publish(rank_file("done", env_.rank), "done\n", env_.secret)) {
+      comm_fail("rank " + std::to_string(env_.rank) + " read rank 0's result, but " +
+                rank_file("done", env_.rank) +
+                " exists already, made by another process: rank 0 will not "
+                "take it; give the job a GPUXFER_INIT path in a folder of its own");
+    }
     return result;
   }
 
@@ -172,7 +176,7 @@ class FileRendezvous {
   }
 
   void claim() {
-    if (!publish(rank_file("rank", env_.rank), claim_text(), true, env_.secret)) {
+    if (!publish(rank_file("rank", env_.rank), claim_text(), env_.secret)) {
       comm_fail(
           "rank " + std::to_string(env_.rank) + " is claimed twice (" + rank_file("rank", env_.rank) +
           " exists: another process has this rank, or an earlier job left it): every process needs its own "
@@ -232,7 +236,12 @@ class FileRendezvous {
              " bytes, more than the file rendezvous takes (" + std::to_string(max_file_bytes / 2) +
              "): use the TCP rendezvous");
     }
-    publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, false, env_.secret);
+    if (!publish(path_, result_head() + "blob " + std::to_string(blob.size()) + "\n" + blob, env_.secret)) {
+      comm_fail(path_ +
+                " appeared while rank 0 waited for the claims, made by another process: rank 0 "
+                "publishes its result only where nothing is, so the ranks cannot be told; give the job a "
+                "GPUXFER_INIT path in a folder of its own");
+    }
     clean_up_after_readers();
   }
 
@@ -242,9 +251,12 @@ class FileRendezvous {
   }
 
   // Publishes the error for the ranks that wait for the result, then throws it. The files stay: a rank
-  // still polling reads the error from them.
+  // still polling reads the error from them. Where another process made the result's file first, the
+  // ranks cannot be told (they refuse that file, or time out).
   [[noreturn]] void refuse(const std::string& message) {
-    publish(path_, result_head() + "error " + message + "\n", false, env_.secret);
+    if (!publish(path_, result_head() + "error " + message + "\n", env_.secret)) {
+      comm_fail(message + " (and " + path_ + " was made by another process: the ranks cannot be told)");
+    }
     comm_fail(message);
   }
 

@@ -1,9 +1,10 @@
 // The shared-file rendezvous (GPUXFER_INIT=file:///path): every rank claims its number with a file of its
 // own (<path>.rank<r>, created atomically and exclusively); rank 0 waits for all the claims, then writes
-// <path> atomically (temp file + rename) with the world size and the blob, or with an error; the others
+// <path> atomically (temp file + link) with the world size and the blob, or with an error; the others
 // poll for it. Each rank then leaves <path>.done<r>, and rank 0 removes every file once all have read it.
 // Claims and result name their job (LaunchEnv::job): a claim or a result of another job is refused.
-// Every file is created exclusively under a random temp name, mode 0600, and read only as a regular file
+// Every file is created exclusively under a random temp name, mode 0600, published with an exclusive
+// link() (never replacing a file, nor following a link, at its name), and read only as a regular file
 // of this user of at most 16 KiB, without following a link or waiting on a FIFO; with the job's secret
 // (LaunchEnv::secret) each carries an HMAC of its path and contents, and one without is refused.
 #pragma once

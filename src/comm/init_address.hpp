@@ -12,10 +12,12 @@ struct InitAddress {
   std::string host;        ///< tcp: a host name or a numeric address (IPv6 in brackets in the text)
   int port = 0;            ///< tcp: 1 to 65535
   std::string path;        ///< file: an absolute path every rank sees
-  /// tcp: rank 0 listens on every interface (the wildcard address of host's family), as torch.distributed's
-  /// store does, not on host's address alone: set for MASTER_ADDR, a host name that may resolve on rank 0's
-  /// own host to a loopback address the other nodes cannot reach (Debian's 127.0.1.1 in /etc/hosts).
-  bool every_interface = false;
+  /// tcp: the numeric address rank 0 listens on, when not host's (GPUXFER_LISTEN_ADDR): 0.0.0.0 or :: for
+  /// every interface. Empty: host's address alone.
+  std::string listen_host;
+
+  /// tcp: where rank 0 listens: listen_host, else host.
+  [[nodiscard]] const std::string& listen_at() const { return listen_host.empty() ? host : listen_host; }
 
   /// "tcp://host:port", "file:///path" or "none".
   [[nodiscard]] std::string to_string() const;

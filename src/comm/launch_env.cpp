@@ -8,6 +8,7 @@
 #include <gpuxfer/error.hpp>
 
 #include "comm/secret.hpp"
+#include "comm/socket.hpp"
 #include "node/environment.hpp"
 
 namespace gpuxfer::detail {
@@ -58,8 +59,25 @@ std::optional<InitAddress> find_address(const EnvLookup& lookup) {
     bad("MASTER_PORT", *port, "gpuxfer listens on the port after it, and there is none: set GPUXFER_INIT");
   }
   ++address.port;
-  address.every_interface = true;  // as torch.distributed's store: MASTER_ADDR may resolve to a loopback here
   return address;
+}
+
+// GPUXFER_LISTEN_ADDR: a numeric address, not a name (which might resolve to another one on rank 0's host).
+std::string read_listen_addr(const EnvLookup& lookup) {
+  const auto value = lookup("GPUXFER_LISTEN_ADDR");
+  if (!value) return {};
+  if (!is_numeric_address(*value)) {
+    bad("GPUXFER_LISTEN_ADDR", *value,
+        "expected a numeric address of rank 0's host, or 0.0.0.0 (every IPv4 interface) or :: (every "
+        "interface)");
+  }
+  return *value;
+}
+
+// GPUXFER_LISTEN_FD: the descriptor of the socket gpuxfer launch listens on for rank 0; -1 when unset.
+int read_listen_fd(const EnvLookup& lookup) {
+  if (!lookup("GPUXFER_LISTEN_FD")) return -1;
+  return read_env_count(lookup, "GPUXFER_LISTEN_FD", "", 0);
 }
 
 LaunchEnv read_ranks(const EnvLookup& lookup, const Launcher& launcher) {
@@ -115,7 +133,8 @@ std::string read_job(const EnvLookup& lookup, const std::string& launcher) {
 
 }  // namespace
 
-int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because, int least) {
+int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because,
+                   int least) {
   const std::string value = require(lookup, variable, because);
   int number = 0;
   const auto* end = value.data() + value.size();
@@ -148,6 +167,10 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
     if (env.world_size > 1) env.secret = read_job_secret(lookup);
     if (auto address = find_address(lookup)) {
       env.init = std::move(*address);
+      if (env.init.kind == InitAddress::Kind::tcp) {
+        env.init.listen_host = read_listen_addr(lookup);
+        if (env.rank == 0 && env.world_size > 1) env.listen_fd = read_listen_fd(lookup);
+      }
     } else if (env.world_size > 1) {
       throw Error(Errc::invalid_option,
                   std::string(launcher.rank) + " is set (" + launcher.name + ") with " + launcher.world_size +

@@ -34,6 +34,9 @@ struct LaunchEnv {
   /// The job's secret, as bytes (GPUXFER_SECRET, GPUXFER_SECRET_FILE): every rank proves it holds it to
   /// the others before the TCP rendezvous says anything. Empty when none is set. Never logged.
   std::string secret;
+  /// Rank 0: the socket gpuxfer launch listens on at init's port and hands it (GPUXFER_LISTEN_FD), so that
+  /// no other process can take the port first; -1 when none.
+  int listen_fd = -1;
 };
 
 /// The longest job name: GPUXFER_JOB_ID past it is refused, a launcher's own is cut there.
@@ -47,8 +50,8 @@ inline constexpr std::size_t max_job_bytes = 255;
 
 /// @p variable as an integer of at least @p least; @p because says why it is needed when it is unset.
 /// @throws Error(Errc::invalid_option) naming the variable and its value, or saying it is unset
-[[nodiscard]] int read_env_count(const EnvLookup& lookup, const std::string& variable, const std::string& because,
-                                 int least);
+[[nodiscard]] int read_env_count(const EnvLookup& lookup, const std::string& variable,
+                                 const std::string& because, int least);
 
 /// GPUXFER_TIMEOUT (seconds, fractions allowed, 0.001 to 1e6), else default_comm_timeout.
 /// @throws Error(Errc::invalid_option) naming the value
@@ -65,7 +68,9 @@ inline constexpr std::size_t max_job_bytes = 255;
 /// `gpuxfer launch` sets), else the launcher's own: "torchrun:" TORCHELASTIC_RUN_ID, "openmpi:"
 /// OMPI_MCA_ess_base_jobid (Open MPI 4) or PMIX_NAMESPACE (5), "slurm:" SLURM_JOB_ID[.SLURM_STEP_ID];
 /// else empty. The job's secret: GPUXFER_SECRET or GPUXFER_SECRET_FILE (comm/secret.hpp), for a world of
-/// several.
+/// several. Over TCP, rank 0 listens on the rendezvous host's address alone, or on GPUXFER_LISTEN_ADDR (a
+/// numeric address; 0.0.0.0 or :: for every interface); rank 0 of several takes GPUXFER_LISTEN_FD, the
+/// socket gpuxfer launch listens on for it.
 /// @throws Error(Errc::invalid_option) naming the variable and its value
 [[nodiscard]] LaunchEnv read_launch_env(const EnvLookup& lookup);
 

@@ -126,11 +126,9 @@ std::shared_ptr<ArenaEntry> SegmentArena::acquire(std::size_t bytes, std::uint64
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   if (!chosen) {
-    const std::uint64_t id = next_id_++;
-    const std::string name = shared_segment_name(pid, nonce, id);
     const auto make = [&] {
-      return std::make_shared<ArenaEntry>(id, SharedSegment::create(name, round_to_pages(bytes)), device,
-                                          where);
+      NamedSegment made = SharedSegment::create_at_random_name(pid, nonce, round_to_pages(bytes));
+      return std::make_shared<ArenaEntry>(made.id, std::move(made.segment), device, where);
     };
     chosen = made_after_releases(released_, wait, make);
     entries_.push_back(chosen);

@@ -96,11 +96,11 @@ class SegmentArena {
   static constexpr std::size_t cached = 3;
 
   /// An entry of at least @p bytes that nobody else holds, reused or made (named shared_segment_name(@p pid,
-  /// @p nonce, id) with the next id, its capacity @p bytes rounded up to pages, created and registered),
-  /// releasing free entries beyond `cached` on a thread of the arena's (cudaHostUnregister waits for the
-  /// device's work: a stream-ordered call must not; a new entry that finds no room waits for them first,
-  /// at most @p wait, the communicator's timeout: the device's work may never end). @p where names the
-  /// call in messages.
+  /// @p nonce, id) with a random id, SharedSegment::create_at_random_name, its capacity @p bytes rounded up
+  /// to pages, created and registered), releasing free entries beyond `cached` on a thread of the arena's
+  /// (cudaHostUnregister waits for the device's work: a stream-ordered call must not; a new entry that finds
+  /// no room waits for them first, at most @p wait, the communicator's timeout: the device's work may never
+  /// end). @p where names the call in messages.
   /// @throws Error(Errc::out_of_memory) when /dev/shm or page-locking has no room; Error(Errc::comm_error /
   ///         cuda_error) for another failure to make the segment
   [[nodiscard]] std::shared_ptr<ArenaEntry> acquire(std::size_t bytes, std::uint64_t pid, std::uint64_t nonce,
@@ -120,7 +120,6 @@ class SegmentArena {
 
   DeferredRelease released_;  ///< first, so that it drains after the entries go
   std::vector<std::shared_ptr<ArenaEntry>> entries_;
-  std::uint64_t next_id_ = 0;
   std::uint64_t clock_ = 0;
 };
 

@@ -14,6 +14,7 @@
 
 #include <gpuxfer/error.hpp>
 
+#include "comm/secret.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {
@@ -50,10 +51,24 @@ std::byte* map(int fd, std::size_t offset, std::size_t length, const std::string
   return static_cast<std::byte*>(ptr);
 }
 
-// The existing segment @p name, read and write.
+// How many names in a row create_at_random_name tries: with 63 random bits, a second is already a sign
+// of someone creating names on purpose.
+constexpr int name_tries = 16;
+
+// The existing segment @p name, read and write: a regular file of this user (not a link, nor a FIFO, nor
+// another user's segment at a gpuxfer name).
 Fd open_existing(const std::string& name, const std::string& what) {
-  Fd fd{::shm_open(name.c_str(), O_RDWR, 0600)};
+  Fd fd{::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0600)};
   if (fd.fd < 0) fail(errno, what + ": shm_open (does the root see the same /dev/shm?)");
+  struct stat info {};
+  if (::fstat(fd.fd, &info) != 0) fail(errno, what + ": fstat");
+  if (!S_ISREG(info.st_mode))
+    throw Error(Errc::comm_error, what + ": not a shared segment (not a regular file)");
+  if (info.st_uid != ::geteuid()) {
+    throw Error(Errc::comm_error, what + " belongs to another user (uid " + std::to_string(info.st_uid) +
+                                      "), not to the root's (uid " + std::to_string(::geteuid()) +
+                                      "): another user made a segment at a gpuxfer name; not opened");
+  }
   return fd;
 }
 
@@ -109,17 +124,59 @@ std::size_t round_to_pages(std::size_t bytes) noexcept {
   return (bytes + page - 1) / page * page;
 }
 
-std::string shared_segment_name(std::uint64_t pid, std::uint64_t nonce, std::uint64_t call) {
+std::string shared_segment_name(std::uint64_t pid, std::uint64_t nonce, std::uint64_t id) {
   char hex[17] = {};
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(nonce));
-  return "/gpuxfer-" + std::to_string(pid) + "-" + hex + "-" + std::to_string(call);
+  return "/gpuxfer-" + std::to_string(pid) + "-" + hex + "-" + std::to_string(id);
+}
+
+std::uint64_t random_segment_id() {
+  const std::string bytes = random_bytes(sizeof(std::uint64_t));
+  std::uint64_t id = 0;
+  std::memcpy(&id, bytes.data(), sizeof(id));
+  return id >> 1;
 }
 
 SharedSegment SharedSegment::create(const std::string& name, std::size_t bytes) {
+  bool exists = false;
+  SharedSegment segment = create_if_new(name, bytes, exists);
+  if (exists) {
+    fail(EEXIST, "the shared segment " + name + " of " + std::to_string(bytes) + " bytes: shm_open");
+  }
+  return segment;
+}
+
+NamedSegment SharedSegment::create_at_random_name(std::uint64_t pid, std::uint64_t nonce, std::size_t bytes,
+                                                  const std::function<std::uint64_t()>& pick_id) {
+  std::string taken;
+  for (int attempt = 0; attempt < name_tries; ++attempt) {
+    const std::uint64_t id = pick_id();
+    const std::string name = shared_segment_name(pid, nonce, id);
+    bool exists = false;
+    SharedSegment segment = create_if_new(name, bytes, exists);
+    if (!exists) return NamedSegment{id, std::move(segment)};
+    GPUXFER_LOG(warn, "the shared segment name " + name +
+                          " exists already (made by another process, by "
+                          "chance or on purpose): trying another random name");
+    taken = name;
+  }
+  throw Error(Errc::comm_error, "a shared segment of " + std::to_string(bytes) +
+                                    " bytes: " + std::to_string(name_tries) +
+                                    " random names in a row existed already (the "
+                                    "last " +
+                                    taken +
+                                    "): some process of this host creates gpuxfer's names "
+                                    "in /dev/shm (ls -l /dev/shm says whose)");
+}
+
+SharedSegment SharedSegment::create_if_new(const std::string& name, std::size_t bytes, bool& exists) {
   const std::string what = "the shared segment " + name + " of " + std::to_string(bytes) + " bytes";
   remove_stale_segments();
-  // Mode 0 until locked: remove_stale_segments leaves it alone meanwhile.
+  // Mode 0 until locked: remove_stale_segments leaves it alone meanwhile. O_EXCL: never an existing file,
+  // nor a link's target.
   Fd fd{::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0)};
+  exists = fd.fd < 0 && errno == EEXIST;
+  if (exists) return SharedSegment();
   if (fd.fd < 0) fail(errno, what + ": shm_open");
   SharedSegment segment;
   segment.name_ = name;

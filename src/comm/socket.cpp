@@ -104,8 +104,7 @@ int UniqueFd::release() noexcept {
   return fd;
 }
 
-UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_interface,
-                    const Deadline& deadline) {
+UniqueFd tcp_listen(const std::string& host, int port, int backlog, const Deadline& deadline) {
   const Resolved resolved = look_up_within(host, port, true, deadline);
   if (resolved.status != 0) {
     comm_fail(cannot_resolve(host, resolved) + (resolved.answered ? "" : " within " + deadline.describe()) +
@@ -121,18 +120,12 @@ UniqueFd tcp_listen(const std::string& host, int port, int backlog, bool every_i
     }
     const int on = 1;  // a port still in TIME_WAIT from the last job is free to listen on again
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    sockaddr_storage address{};
-    std::memcpy(&address, info->ai_addr, info->ai_addrlen);
-    if (every_interface && info->ai_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(&address)->sin_addr.s_addr = htonl(INADDR_ANY);
-    } else if (every_interface && info->ai_family == AF_INET6) {
-      reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr = in6addr_any;
-      const int off = 0;  // IPv4 clients too
+    if (info->ai_family == AF_INET6 &&
+        IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(info->ai_addr)->sin6_addr)) {
+      const int off = 0;  // "::", every interface: IPv4 clients too
       setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
     }
-    if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), info->ai_addrlen) == 0 &&
-        listen(fd.get(), backlog) == 0)
-      return fd;
+    if (bind(fd.get(), info->ai_addr, info->ai_addrlen) == 0 && listen(fd.get(), backlog) == 0) return fd;
     last_error = errno;
   }
   if (last_error == EADDRINUSE) {
@@ -155,6 +148,51 @@ int bound_port(const UniqueFd& socket) {
 }
 
 int pick_free_port(const std::string& host) { return bound_port(tcp_listen(host, 0, 1)); }
+
+UniqueFd adopt_listener(int fd, int port, int backlog, const std::string& variable) {
+  const std::string given = variable + "=" + std::to_string(fd);
+  const std::string unset =
+      ": it is set by gpuxfer launch, for its rank 0 alone; a program that starts "
+      "rank 0 otherwise must unset it";
+  int accepting = 0;
+  socklen_t length = sizeof(accepting);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0) {
+    comm_fail(given + " is not a listening socket (" + std::strerror(errno) + ")" + unset);
+  }
+  if (accepting == 0) comm_fail(given + " is a socket that does not listen" + unset);
+  sockaddr_storage address{};
+  length = sizeof(address);
+  int bound = -1;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    if (address.ss_family == AF_INET6)
+      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port);
+    if (address.ss_family == AF_INET) bound = ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+  }
+  if (bound != port) {
+    comm_fail(given + " listens on port " + std::to_string(bound) + ", not on the rendezvous's port " +
+              std::to_string(port) + unset);
+  }
+  UniqueFd socket(fd);
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+      listen(fd, backlog) != 0) {
+    comm_fail(given + ": cannot take the socket (" + std::string(std::strerror(errno)) + ")");
+  }
+  return socket;
+}
+
+bool bound_to_loopback(const UniqueFd& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return false;
+  if (address.ss_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&address)->sin_addr.s_addr) >> 24) == 127;
+  }
+  return address.ss_family == AF_INET6 &&
+         IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr);
+}
+
+bool is_numeric_address(const std::string& host) { return look_up(host, 0, true, true).status == 0; }
 
 UniqueFd tcp_connect(const std::string& host, int port, const Deadline& deadline, const std::string& who) {
   int last_error = 0;

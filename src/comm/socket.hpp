@@ -29,19 +29,30 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-/// A non-blocking socket listening on @p host:@p port (port 0: any free one); with @p every_interface, on
-/// @p port of every interface of the family @p host resolves to (IPv6: IPv4 too), @p host resolved all the
-/// same (the look-up given up at @p deadline; none by default).
+/// A non-blocking socket listening on @p host:@p port (port 0: any free one), on @p host's address alone;
+/// 0.0.0.0 is every IPv4 interface, :: every interface (IPv4 too). The look-up of a name is given up at
+/// @p deadline (none by default).
 /// @throws Error(Errc::comm_error) naming host:port, saying so when the port is already in use
 [[nodiscard]] UniqueFd tcp_listen(const std::string& host, int port, int backlog,
-                                  bool every_interface = false,
                                   const Deadline& deadline = Deadline(std::chrono::milliseconds::max()));
+
+/// Takes @p fd, a TCP socket listening on @p port that this process was handed (GPUXFER_LISTEN_FD, which
+/// @p variable names): made non-blocking and close-on-exec, its backlog raised to @p backlog.
+/// @throws Error(Errc::comm_error) naming @p variable when @p fd is not such a socket (it is then left
+///         alone, not closed)
+[[nodiscard]] UniqueFd adopt_listener(int fd, int port, int backlog, const std::string& variable);
+
+/// Whether @p socket is bound to a loopback address (127.0.0.0/8, ::1).
+[[nodiscard]] bool bound_to_loopback(const UniqueFd& socket);
+
+/// Whether @p host is a numeric IPv4 or IPv6 address, not a name.
+[[nodiscard]] bool is_numeric_address(const std::string& host);
 
 /// The port a listening socket is bound to.
 [[nodiscard]] int bound_port(const UniqueFd& socket);
 
-/// A port that was free on @p host a moment ago (bound to port 0 and closed again): for a launcher
-/// that hands it to the rank that will listen on it.
+/// A port that was free on @p host a moment ago (bound to port 0 and closed again): for tests. A launcher
+/// hands the listening socket itself to the rank that serves on it instead (no window for another process).
 [[nodiscard]] int pick_free_port(const std::string& host);
 
 /// Connects to @p host:@p port, retrying while nobody listens there yet or @p host does not resolve, until

@@ -1,6 +1,7 @@
 #include "comm/tcp_rendezvous.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <optional>
@@ -54,6 +55,9 @@ std::string proof(const std::string& secret, std::string_view label, const std::
   return hmac_sha256(secret, std::string(label) + nonces);
 }
 
+// Whether a rendezvous of this process has taken GPUXFER_LISTEN_FD's socket.
+std::atomic<bool> listen_fd_taken{false};
+
 // Where a connection to rank 0 is: proving the secret (challenge: its nonce expected; proof: its MAC
 // expected), then saying hello. Without a secret every connection starts at hello.
 enum class Stage { challenge, proof, hello };
@@ -83,8 +87,22 @@ Hello hello_of(const LaunchEnv& env) {
 class Server {
  public:
   explicit Server(const LaunchEnv& env) : env_(env), deadline_(env.timeout), self_(hello_of(env)) {
-    listener_ = tcp_listen(env.init.host, env.init.port, std::max(listen_backlog, env.world_size),
-                           env.init.every_interface, deadline_);
+    const int backlog = std::max(listen_backlog, env.world_size);
+    // The launcher's socket serves the first rendezvous alone: a later one in this process (another
+    // communicator) must not take the number again, which may name another file by then.
+    if (env.listen_fd >= 0 && !listen_fd_taken.exchange(true)) {
+      listener_ = adopt_listener(env.listen_fd, env.init.port, backlog, "GPUXFER_LISTEN_FD");
+    } else {
+      listener_ = tcp_listen(env.init.listen_at(), env.init.port, backlog, deadline_);
+    }
+    if (env.init.listen_host.empty() && !is_numeric_address(env.init.host) && env.init.host != "localhost" &&
+        bound_to_loopback(listener_)) {
+      GPUXFER_LOG(warn, "rendezvous: rank 0 listens on a loopback address: '" + env.init.host +
+                            "' resolves to one on this host (as Debian's /etc/hosts has it), which ranks on "
+                            "other hosts cannot reach; give them an address of this host they reach "
+                            "(GPUXFER_INIT, MASTER_ADDR), or set GPUXFER_LISTEN_ADDR=0.0.0.0 to listen on "
+                            "every interface");
+    }
   }
 
   void run(const std::string& blob) {
@@ -101,7 +119,6 @@ class Server {
   }
 
  private:
-
   void poll_once() {
     const auto now = Deadline::Clock::now();
     std::vector<pollfd> fds{{now < accept_after_ ? -1 : listener_.get(), POLLIN, 0}};

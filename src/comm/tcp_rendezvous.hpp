@@ -11,7 +11,11 @@
 
 namespace gpuxfer::detail {
 
-/// Rank 0: listens on @p env.init, waits until every other rank has said hello, then sends each @p blob.
+/// Rank 0: listens on @p env.init's port at its host's address alone (or at its listen_host: 0.0.0.0 or ::
+/// for every interface), or serves on the socket @p env.listen_fd that gpuxfer launch listens on for it
+/// (the first rendezvous of the process only); waits until every other rank has said hello, then sends
+/// each @p blob. A host name that resolves to a loopback address here is warned of (other hosts' ranks
+/// cannot reach it).
 /// With @p env.secret, a connection must prove it (an HMAC of rank 0's challenge) before rank 0 reads its
 /// Hello, and rank 0 proves it back; one that does not is dropped, told nothing, and cannot fail the job.
 /// Rank 0 listens with a backlog of 1024 (or the world size, if larger), holds at most 128 connections
@@ -20,7 +24,8 @@ namespace gpuxfer::detail {
 /// Any inconsistency (world sizes that disagree, a rank claimed twice, a rank out of range, another
 /// protocol version) or ranks missing at the deadline: every rank connected so far gets the error text,
 /// then this throws it.
-/// @throws Error(Errc::comm_error) naming the ranks, the hosts and what to set
+/// @throws Error(Errc::comm_error) naming the ranks, the hosts and what to set; naming GPUXFER_LISTEN_FD
+///         when env.listen_fd is not a socket listening at the rendezvous's port
 void serve_tcp_rendezvous(const LaunchEnv& env, const std::string& blob);
 
 /// A rank other than 0: returns rank 0's blob. With @p env.secret, only from a rank 0 that proved it.

@@ -72,16 +72,51 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(env.world_size, 2);
   EXPECT_EQ(env.local_rank, 0);
   // MASTER_PORT is torch.distributed's (torchrun's agent store listens there): gpuxfer takes the next,
-  // on every interface, as torch's store does.
+  // on MASTER_ADDR's address alone.
   EXPECT_EQ(env.init.to_string(), "tcp://10.0.0.1:29401");
-  EXPECT_TRUE(env.init.every_interface);
+  EXPECT_EQ(env.init.listen_at(), "10.0.0.1");
+  EXPECT_EQ(env.listen_fd, -1);
+}
+
+// GPUXFER_LISTEN_ADDR says where rank 0 listens instead (0.0.0.0, ::: every interface); a name is refused,
+// as it could resolve to another address on rank 0's host. GPUXFER_LISTEN_FD is rank 0's alone.
+TEST(LaunchEnv, ListenAddrAndListenFd) {
+  for (const std::string listen : {"0.0.0.0", "::", "10.0.0.1", "fe80::1"}) {
+    const LaunchEnv env = read({{"RANK", "0"},
+                                {"WORLD_SIZE", "2"},
+                                {"MASTER_ADDR", "node-a"},
+                                {"MASTER_PORT", "29400"},
+                                {"GPUXFER_LISTEN_ADDR", listen}});
+    EXPECT_EQ(env.init.host, "node-a");
+    EXPECT_EQ(env.init.listen_at(), listen);
+  }
+  EXPECT_TRUE(throws_error(
+      [] {
+        (void)read({{"GPUXFER_RANK", "0"},
+                    {"GPUXFER_WORLD_SIZE", "2"},
+                    {"GPUXFER_INIT", "tcp://127.0.0.1:7000"},
+                    {"GPUXFER_LISTEN_ADDR", "localhost"}});
+      },
+      Errc::invalid_option, "GPUXFER_LISTEN_ADDR='localhost'", "0.0.0.0"));
+  const std::map<std::string, std::string> job{
+      {"GPUXFER_WORLD_SIZE", "2"}, {"GPUXFER_INIT", "tcp://127.0.0.1:7000"}, {"GPUXFER_LISTEN_FD", "5"}};
+  auto rank = [&](const char* number) {
+    auto values = job;
+    values.emplace("GPUXFER_RANK", number);
+    return read(values);
+  };
+  EXPECT_EQ(rank("0").listen_fd, 5);
+  EXPECT_EQ(rank("1").listen_fd, -1) << "the listening socket is rank 0's";
 }
 
 TEST(LaunchEnv, AMasterPortWithoutANextPortIsRefused) {
   EXPECT_TRUE(throws_error(
-      [] { (void)read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}); },
+      [] {
+        (void)read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}});
+      },
       Errc::invalid_option, "MASTER_PORT='65535'", "the port after it", "GPUXFER_INIT"));
-  const LaunchEnv last = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65534"}});
+  const LaunchEnv last =
+      read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65534"}});
   EXPECT_EQ(last.init.port, 65535);
 }
 
@@ -94,7 +129,7 @@ TEST(LaunchEnv, GpuxferInitWinsOverMaster) {
   EXPECT_EQ(env.init.host, "::1");
   EXPECT_EQ(env.init.port, 7000);
   EXPECT_EQ(env.init.to_string(), "tcp://[::1]:7000");
-  EXPECT_FALSE(env.init.every_interface) << "GPUXFER_INIT's host is where rank 0 listens";
+  EXPECT_EQ(env.init.listen_at(), "::1") << "GPUXFER_INIT's host is where rank 0 listens";
 }
 
 TEST(LaunchEnv, SlurmTakesTheAddressFromMaster) {

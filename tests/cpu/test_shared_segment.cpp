@@ -8,6 +8,7 @@
 
 #include <csignal>
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "comm/shared_segment.hpp"
 #include "common/expect_error.hpp"
+#include "common/other_user.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -286,6 +288,61 @@ TEST(SharedSegment, RefusesAnExistingNameABadOffsetAndTooFewBytes) {
                            "holds only " + std::to_string(page) + " bytes"));
   EXPECT_TRUE(throws_error([&] { (void)SharedSegment::create("/gpuxfer/no-slash-allowed", 1); },
                            Errc::comm_error, "shm_open"));
+}
+
+// Names taken before the creator comes (the ids 0, 1, 2 that it once took in turn, made first by this user
+// and by another) do not stop a creation: it takes another id. Sixteen taken names in a row are an error
+// that says so. The ids it draws by itself are random, below 2^63.
+TEST(SharedSegment, NamesTakenBeforeDoNotStopACreation) {
+  const auto pid = static_cast<std::uint64_t>(::getpid());
+  const std::uint64_t nonce = 0x5917;
+  std::vector<SharedSegment> squatted;
+  for (std::uint64_t id = 0; id < 2; ++id) {
+    squatted.push_back(SharedSegment::create(detail::shared_segment_name(pid, nonce, id), 4096));
+  }
+  const std::string others = detail::shared_segment_name(pid, nonce, 2);
+  const bool other_user = test::other_user_unavailable("/dev/shm").empty();
+  if (other_user) {
+    ASSERT_EQ(test::other_user_run("head -c 4096 /dev/zero > /dev/shm" + others), 0);
+  } else {
+    squatted.push_back(SharedSegment::create(others, 4096));
+  }
+  std::uint64_t next = 0;
+  {
+    const detail::NamedSegment made =
+        SharedSegment::create_at_random_name(pid, nonce, 4096, [&] { return next++; });
+    EXPECT_EQ(made.id, 3u);
+    EXPECT_EQ(made.segment.name(), detail::shared_segment_name(pid, nonce, 3));
+    EXPECT_TRUE(made.segment.owner());
+    EXPECT_NE(made.segment.data(), nullptr);
+  }
+  EXPECT_TRUE(throws_error(
+      [&] { (void)SharedSegment::create_at_random_name(pid, nonce, 4096, [] { return std::uint64_t{1}; }); },
+      Errc::comm_error, "16 random names in a row existed already"));
+  if (other_user) ::shm_unlink(others.c_str());
+  std::set<std::uint64_t> ids;
+  for (int i = 0; i < 64; ++i) {
+    const std::uint64_t id = detail::random_segment_id();
+    EXPECT_LT(id, std::uint64_t{1} << 63);
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 64u);
+  const detail::NamedSegment drawn = SharedSegment::create_at_random_name(pid, nonce, 4096);
+  EXPECT_EQ(drawn.segment.name(), detail::shared_segment_name(pid, nonce, drawn.id));
+}
+
+// A segment at a gpuxfer name that another user made (and opened to all) is not opened: a rank would read
+// and write that user's memory as the root's.
+TEST(SharedSegment, ASegmentOfAnotherUserIsRefused) {
+  if (const std::string why = test::other_user_unavailable("/dev/shm"); !why.empty()) GTEST_SKIP() << why;
+  const std::string name = fresh_name();
+  ASSERT_EQ(
+      test::other_user_run("head -c 8192 /dev/zero > /dev/shm" + name + " && chmod 666 /dev/shm" + name), 0);
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::open(name); }, Errc::comm_error, name,
+                           "belongs to another user (uid 65534)"));
+  EXPECT_TRUE(throws_error([&] { (void)SharedSegment::open(name, 0, 4096); }, Errc::comm_error, name,
+                           "belongs to another user (uid 65534)"));
+  ::shm_unlink(name.c_str());
 }
 
 }  // namespace

@@ -7,16 +7,24 @@
 //   stubborn R CODE     as fail, but the others ignore SIGTERM (the launcher must SIGKILL them)
 //   wait                waits (at most 30 s) for a signal and says which one came
 //   fds                 prints the file descriptors it has open, "fds 0 1 2 ...", in increasing order
+//                       (GPUXFER_LISTEN_FD's apart: "listen fd N is a listening socket", when set)
+//   squat PROGRAM...    tries to listen on GPUXFER_INIT's port on 127.0.0.1, as a process racing rank 0 for
+//                       it would, says whether it got it, then runs PROGRAM (holding the port if it got it)
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gpuxfer/error.hpp>
@@ -59,15 +67,18 @@ int fail_one(int argc, char** argv, bool stubborn) {
   return wait_for_signal();
 }
 
-// Every descriptor but the one that reads /proc/self/fd.
+// Every descriptor but the one that reads /proc/self/fd and GPUXFER_LISTEN_FD's, which gets a line of its
+// own.
 int print_fds() {
+  const char* listen_fd = std::getenv("GPUXFER_LISTEN_FD");
+  const int listening = listen_fd != nullptr ? std::atoi(listen_fd) : -1;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return 2;
   std::vector<int> fds;
   while (const dirent* entry = readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
     const int fd = std::atoi(entry->d_name);
-    if (fd != dirfd(dir)) fds.push_back(fd);
+    if (fd != dirfd(dir) && fd != listening) fds.push_back(fd);
   }
   closedir(dir);
   std::sort(fds.begin(), fds.end());
@@ -77,7 +88,36 @@ int print_fds() {
     line += std::to_string(fd);
   }
   std::printf("%s\n", line.c_str());
+  if (listening >= 0) {
+    int accepting = 0;
+    socklen_t length = sizeof(accepting);
+    const bool is_listener =
+        getsockopt(listening, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0 && accepting != 0;
+    std::printf("listen fd %d is %s\n", listening,
+                is_listener ? "a listening socket" : "not a listening socket");
+  }
   return 0;
+}
+
+int squat(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const std::string init = var("GPUXFER_INIT");
+  const int port = std::atoi(init.c_str() + init.rfind(':') + 1);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);  // kept across exec: the program holds the port on
+  const int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 && listen(fd, 8) == 0) {
+    std::printf("squat: got the port\n");
+  } else {
+    std::printf("squat: the port is taken (%s)\n", std::strerror(errno));
+  }
+  std::fflush(stdout);
+  execv(argv[2], argv + 2);
+  return 127;
 }
 
 }  // namespace
@@ -107,6 +147,7 @@ int main(int argc, char** argv) try {
   if (mode == "fail") return fail_one(argc, argv, false);
   if (mode == "stubborn") return fail_one(argc, argv, true);
   if (mode == "fds") return print_fds();
+  if (mode == "squat") return squat(argc, argv);
   if (mode == "wait") {
     std::printf("waiting\n");
     std::fflush(stdout);

@@ -74,7 +74,8 @@ TEST(GpuxferLaunch, NodePerRankGivesEachRankANodeId) {
 // The ranks gpuxfer launch starts share a secret it made (256 bits), which replaces a GPUXFER_SECRET_FILE
 // of the caller's, so no rank warns that its rendezvous has none.
 TEST(GpuxferLaunch, RanksItStartsShareASecret) {
-  if (!gpuxfer::detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!gpuxfer::detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const LaunchRun run =
       launch("-n 2 " + probe + " rendezvous", "GPUXFER_TIMEOUT=20 GPUXFER_SECRET_FILE=/nonexistent");
   ASSERT_EQ(run.code, 0) << run.output;
@@ -261,7 +262,8 @@ TEST(GpuxferLaunch, BadArguments) {
 }
 
 // A rank has the launcher's descriptors only as its caller gave them (here: the probe run straight from the
-// same shell), with 0, 1 and 2 replaced: none of the launcher's own (/dev/null, its pipes) leaks into it.
+// same shell), with 0, 1 and 2 replaced: none of the launcher's own (/dev/null, its pipes) leaks into it,
+// but for rank 0 the rendezvous's listening socket.
 TEST(GpuxferLaunch, RanksGetNoDescriptorOfTheLauncher) {
   const LaunchRun run = gpuxfer::test::run_shell(
       probe + " fds; timeout -s KILL 60 '" GPUXFER_CLI "' launch -n 2 -- " + probe + " fds");
@@ -271,6 +273,42 @@ TEST(GpuxferLaunch, RanksGetNoDescriptorOfTheLauncher) {
   const std::string fds = run.output.substr(0, end + 1);
   EXPECT_TRUE(has(run, "[0] " + fds)) << "the caller's: " << fds << run.output;
   EXPECT_TRUE(has(run, "[1] " + fds)) << "the caller's: " << fds << run.output;
+  // Rank 0's one more: the rendezvous's listening socket, GPUXFER_LISTEN_FD.
+  EXPECT_TRUE(has(run, "[0] listen fd ")) << run.output;
+  EXPECT_TRUE(has(run, " is a listening socket")) << run.output;
+  EXPECT_FALSE(has(run, "[1] listen fd ")) << run.output;
+}
+
+// The launcher listens on the rendezvous's port itself and hands the socket to rank 0 (GPUXFER_LISTEN_FD):
+// a process that tries to take the port once the ranks run (here each rank's, before it starts the
+// probe) finds it taken, and the job forms on the launcher's socket.
+TEST(GpuxferLaunch, AProcessRacingForThePortCannotTakeIt) {
+  const LaunchRun run = launch("-n 2 -- " + probe + " squat " + probe + " rendezvous", "GPUXFER_TIMEOUT=20");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(has(run, "[0] squat: the port is taken")) << run.output;
+  EXPECT_TRUE(has(run, "[1] squat: the port is taken")) << run.output;
+  EXPECT_TRUE(has(run, "[1] rank 1 of 2 got 'blob of rank 0, pid")) << run.output;
+}
+
+// --timeout: rank 0 finished (code 0) while the others hang: when it passes, the launcher says which
+// ranks exited, with which code, and which still run, stops those, and exits with 124.
+TEST(GpuxferLaunch, ATimeoutNamesTheRanksThatExitedAndThoseStillRunning) {
+  const LaunchRun run = launch("--timeout 1.5 -n 3 -- " + probe + " fail 0 0");
+  EXPECT_EQ(run.code, 124) << run.output;
+  EXPECT_TRUE(has(run,
+                  "gpuxfer launch: --timeout 1.5 s passed with ranks 1, 2 still running (rank 0 exited "
+                  "with code 0); stopping them"))
+      << run.output;
+  EXPECT_TRUE(has(run, "[1] got signal 15")) << run.output;
+  EXPECT_LT(run.took, 10s) << run.output;
+  const LaunchRun in_time = launch("--timeout 20 -n 2 -- " + probe + " print");
+  EXPECT_EQ(in_time.code, 0) << in_time.output;
+  for (const std::string timeout : {"0", "-1", "nan", "inf", "1e300"}) {
+    const LaunchRun bad = launch("--timeout " + timeout + " -n 1 -- true");
+    EXPECT_EQ(bad.code, 1) << timeout << ": " << bad.output;
+    EXPECT_TRUE(has(bad, "gpuxfer: invalid_option: gpuxfer launch: --timeout "))
+        << timeout << ": " << bad.output;
+  }
 }
 
 // --grace takes 0 to a day: inf or 1e300 once overflowed the conversion to milliseconds (a SIGKILL at once).

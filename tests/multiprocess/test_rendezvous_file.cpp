@@ -2,11 +2,12 @@
 // 1, 2 and 4 ranks and the folder is left empty; a stale file, a rank claimed twice, a claim or a result of
 // another job, world sizes that disagree and a rank that never joins are each an Error(Errc::comm_error)
 // saying what to do, and so is a file put in the rendezvous's place (a FIFO, a huge file, garbage, a
-// result forged without the secret), within the timeout.
+// result forged without the secret, another user's file, a symbolic link), within the timeout.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,10 +19,11 @@
 #include <unistd.h>
 
 #include "comm/rendezvous.hpp"
+#include "comm/secret.hpp"
 #include "common/env.hpp"
+#include "common/other_user.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
-#include "comm/secret.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -275,7 +277,8 @@ TEST(FileRendezvousPlanted, AResultWithAGarbageBlobSize) {
 
 // With a secret, a result that was not written with it is not taken.
 TEST(FileRendezvousPlanted, AForgedResultIsNotTakenWithASecret) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const test::TempDir dir;
   const auto init = dir.file("job");
   const RankOutcome outcome = alone_with(
@@ -300,6 +303,155 @@ TEST(FileRendezvousPlanted, AClaimIsTheOwnersAlone) {
   EXPECT_EQ(outcomes[1].text, std::to_string(0600)) << "the claim's mode, in decimal";
 }
 
+// --- another user of the host, in a folder open to all (a shared /tmp, mode 1777) ------------------------
+
+// Opens @p dir to every user as a shared /tmp is; returns why another user cannot act there, or empty.
+std::string share_with_other_user(const test::TempDir& dir) {
+  if (dir.path().empty() || chmod(dir.path().c_str(), 01777) != 0) return "no temp folder to share";
+  return test::other_user_unavailable(dir.path());
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+uid_t owner_of(const std::string& path) {
+  struct stat info {};
+  return lstat(path.c_str(), &info) == 0 ? info.st_uid : static_cast<uid_t>(-1);
+}
+
+// Has the other user write @p text (printf's escapes) at @p path, through a temp file it renames.
+::testing::AssertionResult other_user_writes(const std::string& path, const std::string& text) {
+  const int status = test::other_user_run("printf '" + text + "' > '" + path + ".planting' && mv '" + path +
+                                          ".planting' '" + path + "'");
+  if (status == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "uid 65534 could not write " << path << " (status " << status << ")";
+}
+
+// Has the other user make @p victim, a file of its own, and links to it at each of @p links.
+::testing::AssertionResult other_user_links(const std::string& victim,
+                                            const std::vector<std::string>& links) {
+  std::string command = "printf 'the other user s file\\n' > '" + victim + "'";
+  for (const std::string& link : links) command += " && ln -s '" + victim + "' '" + link + "'";
+  const int status = test::other_user_run(command);
+  if (status == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "uid 65534 could not plant its links (status " << status << ")";
+}
+
+constexpr const char* victims_text = "the other user s file\n";
+
+// Another user writes a claim and a done file for rank 1: rank 0 does not admit them, but refuses the job
+// naming that user's file (comm_error), and leaves the files as they were.
+TEST(FileRendezvousOtherUser, AClaimOfAnotherUserIsRefused) {
+  const test::TempDir dir;
+  if (const std::string why = share_with_other_user(dir); !why.empty()) GTEST_SKIP() << why;
+  const auto init = dir.file("job");
+  ASSERT_TRUE(
+      other_user_writes(init.path + ".rank1", "world_size 2\\nlocal_rank 1\\nhost h\\ngpu \\njob \\n"));
+  ASSERT_TRUE(other_user_writes(init.path + ".done1", "done\\n"));
+  const auto start = std::chrono::steady_clock::now();
+  const RankOutcome rank_zero = test::run_forked({rank_body(rank_env(0, 2, init, 1500ms), "b")}, 10s).at(0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  ASSERT_EQ(rank_zero.code, "comm_error") << describe(rank_zero);
+  EXPECT_TRUE(contains(rank_zero, init.path + ".rank1 belongs to another user (uid 65534)"))
+      << rank_zero.text;
+  EXPECT_EQ(contents(init.path + ".rank1"), "world_size 2\nlocal_rank 1\nhost h\ngpu \njob \n");
+  EXPECT_EQ(owner_of(init.path + ".rank1"), test::other_uid);
+  EXPECT_EQ(owner_of(init.path + ".done1"), test::other_uid);
+}
+
+// Another user publishes a result while rank 1 waits: rank 1 does not take its blob (comm_error).
+TEST(FileRendezvousOtherUser, AResultOfAnotherUserIsRefused) {
+  const test::TempDir dir;
+  if (const std::string why = share_with_other_user(dir); !why.empty()) GTEST_SKIP() << why;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(1, init, [&] {
+    (void)other_user_writes(init.path, "gpuxfer-rendezvous 1\\nworld_size 2\\njob \\nblob 4\\nfake");
+  });
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_TRUE(contains(outcome, init.path + " belongs to another user (uid 65534)")) << outcome.text;
+}
+
+// Another user's file appears at the result's path while rank 0 waits: rank 0 publishes only where nothing
+// is (an exclusive link), so it leaves that file as it was and says the ranks cannot be told.
+TEST(FileRendezvousOtherUser, RankZeroReplacesNoFileOfAnotherUser) {
+  const test::TempDir dir;
+  if (const std::string why = share_with_other_user(dir); !why.empty()) GTEST_SKIP() << why;
+  const auto init = dir.file("job");
+  const RankOutcome outcome = alone_with(0, init, [&] { (void)other_user_writes(init.path, "not yours\n"); });
+  ASSERT_EQ(outcome.code, "comm_error") << describe(outcome);
+  EXPECT_TRUE(contains(outcome, "was made by another process: the ranks cannot be told")) << outcome.text;
+  EXPECT_EQ(contents(init.path), "not yours\n");
+  EXPECT_EQ(owner_of(init.path), test::other_uid);
+}
+
+// Another user's symbolic links at the names the ranks read and create (a claim, a done file, the result),
+// to a file of its own: no rank follows one (comm_error, within the timeout), and that file is not
+// written to.
+TEST(FileRendezvousSymlinks, LinksAtTheRendezvousNamesAreNotFollowed) {
+  const test::TempDir dir;
+  if (const std::string why = share_with_other_user(dir); !why.empty()) GTEST_SKIP() << why;
+  const auto init = dir.file("job");
+  const std::string victim = dir.path() + "/victim";
+  ASSERT_TRUE(other_user_links(victim, {init.path + ".rank1", init.path + ".done1"}));
+  // Rank 0 reads rank 1's claim: a link.
+  const RankOutcome rank_zero = test::run_forked({rank_body(rank_env(0, 2, init, 1500ms), "b")}, 10s).at(0);
+  ASSERT_EQ(rank_zero.code, "comm_error") << describe(rank_zero);
+  EXPECT_TRUE(contains(rank_zero, "symbolic link")) << rank_zero.text;
+  // Rank 1 creates its claim where the link is.
+  const test::TempDir second;
+  if (const std::string why = share_with_other_user(second); !why.empty()) GTEST_SKIP() << why;
+  const auto at_claim = second.file("job");
+  const std::string second_victim = second.path() + "/victim";
+  ASSERT_TRUE(other_user_links(second_victim, {at_claim.path + ".rank1"}));
+  const RankOutcome rank_one = test::run_forked({rank_body(rank_env(1, 2, at_claim, 1500ms), "")}, 10s).at(0);
+  ASSERT_EQ(rank_one.code, "comm_error") << describe(rank_one);
+  // Rank 1 waits for the result: a link appears there.
+  const test::TempDir third;
+  if (const std::string why = share_with_other_user(third); !why.empty()) GTEST_SKIP() << why;
+  const auto at_result = third.file("job");
+  const std::string third_victim = third.path() + "/victim";
+  const RankOutcome waiting =
+      alone_with(1, at_result, [&] { (void)other_user_links(third_victim, {at_result.path}); });
+  ASSERT_EQ(waiting.code, "comm_error") << describe(waiting);
+  EXPECT_TRUE(contains(waiting, "symbolic link")) << waiting.text;
+  for (const std::string& path : {victim, second_victim, third_victim}) {
+    EXPECT_EQ(contents(path), victims_text) << path << " was written to";
+    EXPECT_EQ(owner_of(path), test::other_uid) << path;
+  }
+}
+
+// Links at the temp names a rank could once be predicted to write (<name>.tmp<pid>), planted by another user
+// before the rank writes: the temp names are random and created anew, so the job forms and no link is
+// followed.
+TEST(FileRendezvousSymlinks, LinksAtPredictableTempNamesAreNotFollowed) {
+  const test::TempDir dir;
+  if (const std::string why = share_with_other_user(dir); !why.empty()) GTEST_SKIP() << why;
+  const auto init = dir.file("job");
+  const std::string victim = dir.path() + "/victim";
+  ASSERT_TRUE(other_user_links(victim, {}));
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < 2; ++rank) {
+    bodies.push_back([init, rank, victim] {
+      const std::string pid = std::to_string(getpid());
+      std::string command = "true";
+      for (const std::string& name :
+           std::vector<std::string>{init.path, init.path + ".rank" + std::to_string(rank),
+                                    init.path + ".done" + std::to_string(rank)}) {
+        command += " && ln -s '" + victim + "' '" + name + ".tmp" + pid + "'";
+      }
+      if (test::other_user_run(command) != 0) return std::string("could not plant the links");
+      return detail::exchange_blob(rank_env(rank, 2, init, 5000ms), rank == 0 ? "the blob" : "");
+    });
+  }
+  const auto outcomes = test::run_forked(bodies, 20s);
+  EXPECT_TRUE(test::every_rank_got(outcomes, "the blob"));
+  EXPECT_EQ(contents(victim), victims_text) << "the other user's file was written to";
+  EXPECT_EQ(owner_of(victim), test::other_uid);
+}
+
 // Messages never advise removing a folder: with GPUXFER_INIT=file:///tmp-like paths "remove <path>*"
 // would name every file beside it.
 TEST(FileRendezvousErrors, AStaleFileMessageNamesFilesNotAGlob) {
@@ -313,7 +465,8 @@ TEST(FileRendezvousErrors, AStaleFileMessageNamesFilesNotAGlob) {
 
 // With a secret on every rank, the files carry its MAC and the job forms as without one.
 TEST(FileRendezvous, RanksWithASecretMeet) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const test::TempDir dir;
   const auto init = dir.file("job");
   const std::string blob = test::pattern_blob(46);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <span>
@@ -18,11 +19,11 @@
 #include <unistd.h>
 
 #include "comm/rendezvous.hpp"
+#include "comm/secret.hpp"
 #include "comm/tcp_rendezvous.hpp"
 #include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"
-#include "comm/secret.hpp"
 
 namespace gpuxfer {
 namespace {
@@ -48,16 +49,133 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
 
-// From MASTER_ADDR rank 0 listens on every interface (MASTER_ADDR may resolve to a loopback address on its
-// own host, Debian's 127.0.1.1, which other nodes cannot reach): a listener for 127.0.0.1 with
-// every_interface takes a connection to 127.0.0.2 too; one without it does not.
-TEST(TcpListen, EveryInterfaceTakesConnectionsToAnotherAddressOfTheHost) {
-  const detail::UniqueFd any = detail::tcp_listen("127.0.0.1", 0, 1, true);
+// A listener for the wildcard address takes a connection to any address of the host (127.0.0.2 too); one
+// for 127.0.0.1 does not.
+TEST(TcpListen, OnlyTheWildcardTakesConnectionsToAnotherAddressOfTheHost) {
+  const detail::UniqueFd any = detail::tcp_listen("0.0.0.0", 0, 1);
   const detail::Deadline deadline(3000ms);
   EXPECT_TRUE(detail::tcp_connect("127.0.0.2", detail::bound_port(any), deadline, "a test"));
   const detail::UniqueFd one = detail::tcp_listen("127.0.0.1", 0, 1);
-  EXPECT_THROW((void)detail::tcp_connect("127.0.0.2", detail::bound_port(one), detail::Deadline(300ms), "a test"),
-               Error);
+  EXPECT_THROW(
+      (void)detail::tcp_connect("127.0.0.2", detail::bound_port(one), detail::Deadline(300ms), "a test"),
+      Error);
+}
+
+// Whether this host can listen on ::1 (IPv6 may be off in a container).
+bool has_ipv6_loopback() {
+  try {
+    (void)detail::tcp_listen("::1", 0, 1);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// What a connection to 127.0.0.1:@p port gives: "taken" or "refused".
+std::string try_loopback(int port) {
+  try {
+    (void)detail::tcp_connect("127.0.0.1", port, detail::Deadline(300ms), "a test");
+    return "taken";
+  } catch (const Error&) {
+    return "refused";
+  }
+}
+
+// Rank 0 and rank 1 of a job at MASTER_ADDR=@p host (and @p listen as GPUXFER_LISTEN_ADDR, where given):
+// rank 1 first tries 127.0.0.1 at rank 0's port, then joins; it returns what the try gave and its blob.
+std::vector<RankOutcome> job_at_master(const std::string& host, const std::string& listen) {
+  const int port = detail::pick_free_port("127.0.0.1");
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < 2; ++rank) {
+    bodies.push_back([=] {
+      std::map<std::string, std::string> values{{"RANK", std::to_string(rank)},
+                                                {"WORLD_SIZE", "2"},
+                                                {"MASTER_ADDR", host},
+                                                {"MASTER_PORT", std::to_string(port - 1)},
+                                                {"GPUXFER_TIMEOUT", "10"}};
+      if (!listen.empty()) values.emplace("GPUXFER_LISTEN_ADDR", listen);
+      test::FakeEnv variables(values);
+      const detail::LaunchEnv env = detail::read_launch_env(variables.lookup());
+      if (rank == 0) return detail::exchange_blob(env, "the blob");
+      std::this_thread::sleep_for(300ms);
+      const std::string tried = try_loopback(port);
+      return tried + ", " + detail::exchange_blob(env, "");
+    });
+  }
+  return test::run_forked(bodies, 20s);
+}
+
+// Rank 0 listens on the address it was given alone, not on every interface: given 127.0.0.2 (or ::1) in
+// MASTER_ADDR, a connection to 127.0.0.1 at its port is refused, and the job forms at the given address.
+TEST(TcpRendezvousListen, RankZeroListensOnlyOnMasterAddr) {
+  for (const std::string host : {"127.0.0.2", "::1"}) {
+    if (host == "::1" && !has_ipv6_loopback()) {
+      std::cout << "no IPv6 loopback here: ::1 not tried\n";
+      continue;
+    }
+    const auto outcomes = job_at_master(host, "");
+    ASSERT_TRUE(outcomes.at(0).ok) << host << ": " << describe(outcomes[0]);
+    ASSERT_TRUE(outcomes.at(1).ok) << host << ": " << describe(outcomes[1]);
+    EXPECT_EQ(outcomes[1].text, "refused, the blob") << host;
+  }
+}
+
+// GPUXFER_LISTEN_ADDR=0.0.0.0 asks for every interface: 127.0.0.1 reaches the rank 0 of
+// MASTER_ADDR=127.0.0.2.
+TEST(TcpRendezvousListen, AWildcardListenAddrTakesEveryInterface) {
+  const auto outcomes = job_at_master("127.0.0.2", "0.0.0.0");
+  ASSERT_TRUE(outcomes.at(0).ok) << describe(outcomes[0]);
+  ASSERT_TRUE(outcomes.at(1).ok) << describe(outcomes[1]);
+  EXPECT_EQ(outcomes[1].text, "taken, the blob");
+}
+
+// Ranks 0 and 1 of a job at @p init, rank 0 with GPUXFER_LISTEN_FD=@p listen_fd, as gpuxfer launch starts
+// them.
+std::vector<std::function<std::string()>> job_with_listen_fd(const detail::InitAddress& init,
+                                                             const std::string& listen_fd) {
+  std::vector<std::function<std::string()>> bodies;
+  for (int rank = 0; rank < 2; ++rank) {
+    bodies.push_back([=] {
+      std::map<std::string, std::string> values{{"GPUXFER_RANK", std::to_string(rank)},
+                                                {"GPUXFER_WORLD_SIZE", "2"},
+                                                {"GPUXFER_INIT", init.to_string()},
+                                                {"GPUXFER_TIMEOUT", "2"}};
+      if (rank == 0) values.emplace("GPUXFER_LISTEN_FD", listen_fd);
+      test::FakeEnv variables(values);
+      return detail::exchange_blob(detail::read_launch_env(variables.lookup()), rank == 0 ? "inherited" : "");
+    });
+  }
+  return bodies;
+}
+
+// Rank 0 serves on the listening socket it was handed (GPUXFER_LISTEN_FD, as gpuxfer launch does): it
+// listens on no port of its own (this process holds the port too: a new listener there would fail).
+TEST(TcpRendezvousListen, RankZeroServesOnTheSocketItInherits) {
+  const detail::UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1);
+  const auto init =
+      detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(detail::bound_port(listener)), "test");
+  const auto outcomes = test::run_forked(job_with_listen_fd(init, std::to_string(listener.get())), 20s);
+  EXPECT_TRUE(test::every_rank_got(outcomes, "inherited"));
+}
+
+// A GPUXFER_LISTEN_FD that is not a socket listening at the rendezvous's port (another port's, a pipe's,
+// one not open) is refused by rank 0, naming it; one that is no number, when it is read.
+TEST(TcpRendezvousListen, AListenFdThatIsNotTheRendezvousListenerIsRefused) {
+  const detail::UniqueFd other = detail::tcp_listen("127.0.0.1", 0, 1);
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const detail::UniqueFd read_end(ends[0]);
+  const detail::UniqueFd write_end(ends[1]);
+  const auto init = test::local_tcp();
+  for (const std::string& fd :
+       std::vector<std::string>{std::to_string(other.get()), std::to_string(read_end.get()), "999"}) {
+    const RankOutcome rank_zero = test::run_forked({job_with_listen_fd(init, fd).at(0)}, 10s).at(0);
+    EXPECT_EQ(rank_zero.code, "comm_error") << fd << ": " << describe(rank_zero);
+    EXPECT_TRUE(contains(rank_zero, "GPUXFER_LISTEN_FD=" + fd)) << rank_zero.text;
+  }
+  const RankOutcome not_a_number = test::run_forked({job_with_listen_fd(init, "three").at(0)}, 10s).at(0);
+  EXPECT_EQ(not_a_number.code, "invalid_option") << describe(not_a_number);
+  EXPECT_TRUE(contains(not_a_number, "GPUXFER_LISTEN_FD='three'")) << not_a_number.text;
 }
 
 // Under torchrun its agent already serves a store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), held here
@@ -405,7 +523,8 @@ std::function<std::string()> impostor(const detail::InitAddress& init, const det
 // Rank 0 tells them nothing at all (no blob, no job, no host), none of them fails the job, and the real
 // rank 1, which comes last, gets the blob.
 TEST(TcpRendezvousSecret, ImpostorsWithoutTheSecretLearnNothingAndTheJobForms) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const std::string blob = test::pattern_blob(43);
   detail::Hello claims_rank_1;
@@ -432,7 +551,8 @@ TEST(TcpRendezvousSecret, ImpostorsWithoutTheSecretLearnNothingAndTheJobForms) {
 // A rank whose secret is not rank 0's: refused before it says who it is, naming the secret; rank 0 goes on
 // waiting for the real rank 1 and times out, naming it.
 TEST(TcpRendezvousSecret, AWrongSecretIsRefused) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const auto outcomes = test::run_forked({rank_body(secret_env(0, 2, init, "1.5", job_secret), "b"),
                                           rank_body(secret_env(1, 2, init, "1.5", other_secret), "")});
@@ -446,7 +566,8 @@ TEST(TcpRendezvousSecret, AWrongSecretIsRefused) {
 // A process that holds the port before rank 0 listens and answers like rank 0, with a blob of its own:
 // rank 1 rejects it, since it cannot prove the secret.
 TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const detail::UniqueFd listener = detail::tcp_listen("127.0.0.1", 0, 1);
   const auto init =
       detail::parse_init_address("tcp://127.0.0.1:" + std::to_string(detail::bound_port(listener)), "t");
@@ -473,7 +594,8 @@ TEST(TcpRendezvousSecret, AFakeRankZeroHoldingThePortIsRejected) {
 // that allows; with one it says nothing of the kind. Each body tries twice to reach a rank 0 that is not
 // there, its stderr in a file, and returns how often the warning came.
 TEST(TcpRendezvousSecret, WithoutASecretOneWarningPerProcess) {
-  if (!detail::authentication_available()) GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
+  if (!detail::authentication_available())
+    GTEST_SKIP() << "built without OpenSSL's libcrypto: no secret to prove";
   const auto init = test::local_tcp();
   const auto warnings = [init](const std::string& secret) {
     return [init, secret] {

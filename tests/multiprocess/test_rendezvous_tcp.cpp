@@ -46,7 +46,7 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
   EXPECT_TRUE(test::every_rank_got(outcomes, blob));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4), ::testing::PrintToStringParamName());
 
 // From MASTER_ADDR rank 0 listens on every interface (MASTER_ADDR may resolve to a loopback address on its
 // own host, Debian's 127.0.1.1, which other nodes cannot reach): a listener for 127.0.0.1 with

@@ -14,6 +14,8 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/testing/format.hpp>
 
+#include "runtime/cuda_check.hpp"
+
 namespace gpuxfer::bench {
 
 std::string utc_now() {
@@ -81,7 +83,7 @@ std::string no_device_reason() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
-    return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    return gpuxfer::detail::describe_cuda_error(err);
   }
   return count == 0 ? "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)" : "";
 }

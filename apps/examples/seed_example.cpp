@@ -1,4 +1,4 @@
-// The seed's workflow: each device produces a result, registers it with set_device_buffer, and
+// Each device produces a result, registers it with set_device_buffer, and
 // gather_blocking reads every result except the destination's back into pinned host memory.
 #include <cstdio>
 #include <memory>

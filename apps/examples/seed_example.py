@@ -1,4 +1,4 @@
-# The seed's workflow from Python: each device produces a result (a torch tensor) and registers it;
+# Each device produces a result (a torch tensor) and registers it;
 # gather_blocking reads every result except the destination's back into pinned host memory.
 import sys
 

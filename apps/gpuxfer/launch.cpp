@@ -35,6 +35,7 @@
 #include "comm/secret.hpp"
 #include "comm/socket.hpp"
 #include "comm/wire.hpp"
+#include "runtime/cuda_check.hpp"
 #include "commands.hpp"
 #include "rank_output.hpp"
 
@@ -75,8 +76,8 @@ int visible_gpus() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    throw Error(Errc::invalid_option, std::string("gpuxfer launch: no GPU is visible (") +
-                                          (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") +
+    throw Error(Errc::invalid_option, std::string("launch: no GPU is visible (") +
+                                          (status != cudaSuccess ? gpuxfer::detail::describe_cuda_error(status) : "0 devices") +
                                           "): say how many processes to start with -n N");
   }
   return count;
@@ -134,7 +135,7 @@ struct Pipe {
 Pipe cloexec_pipe() {
   int ends[2];
   if (pipe2(ends, O_CLOEXEC) != 0)
-    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: pipe failed: ") + std::strerror(errno));
+    throw Error(Errc::invalid_argument, std::string("launch: pipe failed: ") + std::strerror(errno));
   return {UniqueFd(ends[0]), UniqueFd(ends[1])};
 }
 
@@ -157,7 +158,7 @@ void start(Rank& rank, const Job& job, std::vector<std::string> command, const s
   const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0)
-    throw Error(Errc::invalid_argument, std::string("gpuxfer launch: fork failed: ") + std::strerror(errno));
+    throw Error(Errc::invalid_argument, std::string("launch: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     // The child: dies with the launcher (kill -9 of it passes nothing on; the ranks would run on holding
     // their GPUs), checked after setting it in case the launcher died first; its own process group (so a
@@ -412,15 +413,15 @@ int run_launch(const LaunchArgs& args) {
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty())
     throw Error(Errc::invalid_option,
-                "gpuxfer launch: no program given: gpuxfer launch -n N -- program args...");
+                "launch: no program given: gpuxfer launch -n N -- program args...");
   if (args.ranks_given && args.ranks < 1) {
     throw Error(Errc::invalid_option,
-                "gpuxfer launch: -n " + std::to_string(args.ranks) + ": at least 1 process");
+                "launch -n " + std::to_string(args.ranks) + ": at least 1 process");
   }
   if (!(args.grace_seconds >= 0 && args.grace_seconds <= max_grace_seconds)) {
     char given[32];
     std::snprintf(given, sizeof(given), "%g", args.grace_seconds);
-    throw Error(Errc::invalid_option, std::string("gpuxfer launch: --grace ") + given + ": 0 to " +
+    throw Error(Errc::invalid_option, std::string("launch --grace ") + given + ": 0 to " +
                                           std::to_string(static_cast<int>(max_grace_seconds)) +
                                           " seconds (a day)");
   }
@@ -441,7 +442,7 @@ int run_launch(const LaunchArgs& args) {
   const UniqueFd exits(signalfd(-1, &child_exits, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!exits)
     throw Error(Errc::invalid_argument,
-                std::string("gpuxfer launch: signalfd failed: ") + std::strerror(errno));
+                std::string("launch: signalfd failed: ") + std::strerror(errno));
 
   if (args.timeout_given && !(args.timeout_seconds > 0 && args.timeout_seconds <= max_timeout_seconds)) {
     char given[32];

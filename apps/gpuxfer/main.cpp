@@ -1,8 +1,10 @@
 // The `gpuxfer` command: parses the command line and dispatches to one subcommand. Every gpuxfer::Error
-// that escapes a subcommand ends here as one line, "gpuxfer: <errc>: <message>", and exit code 1.
+// that escapes a subcommand ends here as one line, "gpuxfer: <errc>: <message>", and exit code 1; so does
+// a usage error ("gpuxfer: <what>").
 
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,38 @@ std::vector<std::string> split_off_launch_command(int& argc, char** argv) {
     }
   }
   return {};
+}
+
+constexpr std::string_view commands[] = {"topo", "check", "launch", "resource-spec"};
+
+// What is wrong with the command word, or "" (CLI11 would say only that a subcommand is required, or
+// that an argument was not expected).
+std::string command_word_error(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help" || arg == "--version") return {};
+    if (arg.starts_with('-')) continue;
+    for (const std::string_view command : commands) {
+      if (arg == command) return {};
+    }
+    return "unknown command '" + std::string(arg) + "'";
+  }
+  return "no command given";
+}
+
+// `launch` takes the program after its options (CLI11's prefix command): its usage line says so.
+class LaunchFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: gpuxfer launch [OPTIONS] [--] program [args...]\n";
+  }
+};
+
+// A usage error: one line naming it, a pointer to --help, exit code 1 (help and --version exit 0).
+int usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+  std::cerr << "gpuxfer: " << e.what() << "\nRun 'gpuxfer --help' for the commands and their options.\n";
+  return 1;
 }
 
 int dispatch(int argc, char** argv) {
@@ -85,11 +119,17 @@ int dispatch(int argc, char** argv) {
       "Give each rank a node of its own (GPUXFER_NODE_ID=rank<i>): the host operations take the "
       "path between nodes, over NCCL, on this one host");
   launch_cmd->prefix_command();  // everything from the program on is the program's
+  launch_cmd->formatter(std::make_shared<LaunchFormatter>());
 
+  if (const std::string error = command_word_error(argc, argv); !error.empty()) {
+    std::cerr << "gpuxfer: " << error
+              << "; the commands are topo, check, launch, resource-spec (gpuxfer --help)\n";
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return usage_error(app, e);
   }
   if (*topo_cmd) {
     return run_topo(topo);

@@ -31,45 +31,18 @@ struct CommunicatorOptions {
   std::optional<std::chrono::milliseconds> timeout;
 };
 
-/// One rank of a job of N processes, each driving one GPU, joined by an NCCL communicator. Rank 0 makes
-/// the NCCL unique id; the rendezvous of the launch environment (TCP or a shared file, src/comm) hands
-/// it to every rank; the NCCL communicator is created non-blocking and polled against the timeout.
+/// @brief One rank of a job of N processes, each driving one GPU, joined by an NCCL communicator.
 ///
-/// Every operation is collective: each rank of the job calls it, in the same order, with agreeing
-/// arguments (root, sizes, the ranks of a copy), as NCCL requires. Buffers are caller device memory of
-/// this rank's device. Not thread-safe: call from one thread at a time.
-///
-/// Ordering. The stream-ordered forms (`_async`, taking a cudaStream_t, no default; 0 is the legacy
-/// default stream) start after the work queued on that stream and complete when it gets past them; they
-/// return once the work is queued. gather_async and the host operations' forms first wait on the host for
-/// exchanges between the ranks (their sizes), which do not wait for the work the caller queued before the
-/// call, but do wait for this communicator's previous operation to end: after a stream-ordered operation
-/// that sits behind a slow producer, the next call's host waits for both (within the timeout). The
-/// operations of one communicator also run in the order they are called, whatever their streams. Blocking
-/// forms start after the work queued on the legacy default stream, as cudaMemcpy does, and return when the
-/// data is in place.
-///
-/// CUDA graphs. broadcast_async, all_gather_async and copy_async can be captured (NCCL's kernels and the
-/// copies, nothing waited for on the host). Run each once before capturing it (NCCL sets up its
-/// connections on first use). A captured operation is ordered with the capturing stream alone, not with
-/// this communicator's other operations, which do not know of the graph's launches: synchronize each
-/// launch's stream before any other operation of this communicator (or launch on the stream its other work
-/// goes to and synchronize that before the next host operation), as NCCL requires of the operations of one
-/// communicator, and destroy the graph before the communicator. Every rank must capture and launch the
-/// same operations in the same order. The operations that wait on the host for an exchange between the
-/// ranks (gather_async, the host operations) and synchronize throw Errc::unsupported while their stream
-/// captures, saying why.
-///
-/// Faults. Every wait of a blocking form (and synchronize) is bounded by the timeout and polls NCCL's
-/// asynchronous error: a dead or absent peer makes it throw Errc::comm_error naming the rank(s)
-/// involved, after ncclCommAbort; the communicator is then unusable (every later call throws). So does a
-/// peer's failure that NCCL returns from a call instead (ncclRemoteError, ncclSystemError, ...); a call
-/// NCCL refuses as invalid throws Errc::nccl_error.
+/// Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
+/// sizes, the ranks of a copy). Buffers are device memory of this rank's device. Not thread-safe. Waits
+/// are bounded by the timeout; a dead or absent peer makes them throw Errc::comm_error and aborts the
+/// communicator. Ordering, CUDA graphs and faults: docs/ORDERING.md, "Across processes"; launchers and
+/// the rendezvous: docs/PROCESSES.md.
 class Communicator {
  public:
   /// Joins the job that the launch environment describes: GPUXFER_RANK / GPUXFER_WORLD_SIZE /
-  /// GPUXFER_LOCAL_RANK / GPUXFER_INIT, torchrun's, Slurm's or Open MPI's variables (README, "Across
-  /// processes"); with none set, a job of one process. Collective: returns once every rank has joined.
+  /// GPUXFER_LOCAL_RANK / GPUXFER_INIT, torchrun's, Slurm's or Open MPI's variables (docs/PROCESSES.md);
+  /// with none set, a job of one process. Collective: returns once every rank has joined.
   /// @throws Error(Errc::invalid_option) for a bad variable (naming it and its value)
   /// @throws Error(Errc::no_device) when CUDA has no device for this rank, naming CUDA's reason
   /// @throws Error(Errc::comm_error) when the rendezvous or the NCCL communicator fails or times out,
@@ -167,20 +140,8 @@ class Communicator {
   /// the communicator is made.) In a world of one no exchange goes through NCCL. Run on one GPU (a world
   /// of one); not yet with two ranks.
   ///
-  /// Paths. Every part lands, page-aligned, in one POSIX shared-memory segment of the root's, and the
-  /// root's HostBuffers are views of it: no copy in host memory. The ranks on the root's node (same host
-  /// name, boot id and /dev/shm, exchanged once, when the communicator is made) each copy from their own GPU,
-  /// over their own PCIe link, straight into their part; the root copies its own part down; the ranks of
-  /// other nodes send over NCCL to a staging buffer on the root's GPU (kept for later calls, the size of the
-  /// largest so far), in pieces of an eighth of their part (1 to 16 MiB), which the root copies down into
-  /// their parts while NCCL brings the next.
-  ///
-  /// Segments are reused: the root keeps the segments of earlier calls (page-locked once, with
-  /// cudaHostRegister, in the root and in each rank of its node that mapped them) and gives a call the
-  /// smallest that fits and that no result holds, else makes a new one; it keeps up to 3 that no result
-  /// holds. So the memory of a call's results serves a later call only after the caller has dropped every
-  /// HostBuffer of that call. The results stay page-locked while held, and may outlive the communicator:
-  /// the last one dropped unlinks the segment.
+  /// @note The parts land in a shared-memory segment of the root's, reused from call to call; the
+  ///       root's HostBuffers are views of it (docs/PROCESSES.md, "Host operations").
   ///
   /// @throws Error(Errc::invalid_argument) for a root out of range; Error(Errc::invalid_buffer) when
   ///         @p send is not @p bytes of this rank's device memory; Error(Errc::out_of_memory) when the
@@ -227,15 +188,8 @@ class Communicator {
   /// "done"), each bounded by the timeout. In a world of one no exchange goes through NCCL. Run on one GPU
   /// (a world of one); not yet with two ranks.
   ///
-  /// Paths. When other ranks share the root's node, the root writes the bytes once (before the first
-  /// exchange, on the communicator's host copy threads) into a POSIX shared-memory segment of its own,
-  /// reused from call to call as gather_to_host's (page-locked once), which every other rank of its node
-  /// copies from into its own GPU, over its own PCIe link, through a mapping it keeps for later calls; the
-  /// root copies them from there into its own recv. Without such ranks the root copies straight from
-  /// @p data when all of it is page-locked, as the in-process operations judge it, else through pinned
-  /// memory of the communicator's pool (so that no copy from pageable memory makes it wait outside a
-  /// bounded wait). The ranks of other nodes receive the bytes from the root's recv over NCCL (grouped
-  /// ncclSend / ncclRecv, the root and those ranks only).
+  /// @note The root's bytes reach its node's ranks through a shared-memory segment, other nodes over NCCL
+  ///       (docs/PROCESSES.md, "Host operations").
   ///
   /// @throws Error(Errc::invalid_argument) for a root out of range and, on every rank, for a recv smaller
   ///         than the root's size or null while the root has bytes; Error(Errc::invalid_buffer) when

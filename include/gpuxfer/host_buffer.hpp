@@ -24,7 +24,8 @@ HostBuffer host_buffer_view(std::shared_ptr<const void> keep, std::byte* data, s
 ///   a shared-memory segment of the communicator's): the HostBuffer keeps its owner alive, and lets go of
 ///   it when destroyed or reset. The owner may reuse the memory for a later operation only after every
 ///   view of it is gone; it may outlive the communicator that made it.
-/// Both kinds stay page-locked as long as the HostBuffer holds them, and read and write the same way.
+/// Both kinds stay page-locked as long as the HostBuffer holds them, and read and write the same way
+/// (docs/HOST_MEMORY.md).
 class HostBuffer {
  public:
   HostBuffer() noexcept = default;

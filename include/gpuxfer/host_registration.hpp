@@ -14,7 +14,8 @@ namespace gpuxfer {
 /// with no staging and no host copy.
 ///
 /// The caller keeps the memory mapped for the registration's lifetime, and destroys the registration only
-/// when no operation on that memory is in flight (a blocking operation is done when it returns).
+/// when no operation on that memory is in flight (a blocking operation is done when it returns). See
+/// docs/HOST_MEMORY.md.
 class HostRegistration {
  public:
   /// A registration of nothing.

@@ -17,19 +17,20 @@ namespace detail {
 struct ManagerState;
 }
 
-/// The devices gpuxfer works with, and what every transfer shares: device information, the peer/link
-/// matrix, per-device non-blocking copy streams, the pinned staging pool and (created lazily, once) the
-/// NCCL communicators. Thread-safe. Devices are addressed by index 0..device_count()-1 into the
+/// @brief The devices gpuxfer works with, and what every transfer shares: device information, the
+/// peer/link matrix, per-device non-blocking copy streams, the pinned staging pool and (created lazily,
+/// once) the NCCL communicators. Thread-safe. Devices are addressed by index 0..device_count()-1 into the
 /// manager's device list, which maps to CUDA ordinals through DeviceInfo::ordinal (several devices map
 /// to one ordinal with Options::simulated_devices).
 class MultiGpuManager {
  public:
-  /// Enumerates devices (cudaGetDeviceCount, honouring CUDA_VISIBLE_DEVICES and Options::devices),
-  /// reads their properties, builds the link matrix, enables peer access where possible (when
-  /// Options::enable_peer_access) and creates copy streams.
+  /// @brief Enumerates the devices and sets up what transfers share.
+  /// @param options the settings; by default the GPUXFER_* environment's (docs/ENVIRONMENT.md)
   /// @throws Error(Errc::invalid_option) for invalid options
   /// @throws Error(Errc::no_device) with the CUDA reason when fewer than Options::min_devices are usable
   /// @throws Error(Errc::invalid_option) when Options::devices names an ordinal that does not exist
+  /// @note Honours CUDA_VISIBLE_DEVICES and Options::devices; enables peer access where possible (when
+  ///       Options::enable_peer_access). Without a driver, device_status() says so (docs/TROUBLESHOOTING.md).
   [[nodiscard]] static std::shared_ptr<MultiGpuManager> create(Options options = Options::from_env());
 
   ~MultiGpuManager();

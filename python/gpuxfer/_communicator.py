@@ -20,42 +20,13 @@ _NO_MEMORY = DeviceMemory(0, 0, None, None)
 class Communicator(_gpuxfer._Communicator):
     """One rank of a job of several processes, each driving one GPU, joined by an NCCL communicator.
 
-    Every operation is collective: each rank calls it, in the same order, with agreeing arguments (root,
-    sizes, the ranks of a copy). Buffers are CUDA tensors or arrays (``__dlpack__`` or
-    ``__cuda_array_interface__``, C-contiguous) on this rank's device; their bytes are what is moved,
-    whatever the dtype. One whose ``__cuda_array_interface__`` (or versioned DLPack) says read-only is
-    refused (``InvalidArgumentError``) where this rank would write it. Calls from several threads take turns, in
-    whichever order they come (which every rank must agree on, as NCCL requires): call from one thread.
+    Every operation is collective: each rank calls it, in the same order, with agreeing arguments. Without
+    ``stream=`` an operation returns when the data is in place; with it, once queued (wait with
+    ``synchronize(stream)``, bounded by the timeout). Ordering, lifetimes, CUDA graphs and the end of a
+    communicator are in docs/PYTHON.md and docs/PROCESSES.md.
 
-    Without ``stream`` an operation is the blocking C++ form: it starts after the work queued on the
-    current stream of its tensors' framework on this device (torch's, cupy's), as torch.distributed's
-    operations do, on the stream their ``__cuda_array_interface__`` names, if any, and on the legacy
-    default stream, and returns when the data is in place, every wait
-    bounded by the timeout. A current stream other than the legacy default one is first waited for on the
-    host (``synchronize``; while it captures, ``UnsupportedError``: pass ``stream=`` to capture), so that
-    every rank runs the same form whatever its current stream. With ``stream`` (a ``torch.cuda.Stream``, a
-    ``cupy.cuda.Stream``, an int handle, 0 being the legacy default stream, or an object with
-    ``__cuda_stream__``) it is the ``_async`` form: it starts after that stream's earlier work (which first
-    waits on the GPU for the stream a tensor's ``__cuda_array_interface__`` names), the stream's
-    later work waits for it, and it returns once queued (``gather`` and the host operations first wait on
-    the host for the ranks' exchanges of sizes, which wait for this communicator's previous operation to
-    end, not for the caller's stream); wait with ``synchronize(stream)``, which is bounded by the timeout
-    and fails when a peer does, where a plain CUDA wait may never return. What such a call uses (its
-    tensors and host data) is kept alive until ``stream`` gets past it. Every call that may wait releases
-    the GIL, and so does the communicator's end, which waits for its last operation within the timeout.
-
-    The end comes with ``close()`` (or leaving a ``with`` block), on every rank alike: the last operation
-    waited for within the timeout (else NCCL aborted), NCCL finalised, the kept tensors let go once their
-    streams are past them; then every call raises ``InvalidArgumentError``, and ``rank``, ``world_size``,
-    ``device``, ``timeout`` and ``closed`` still answer. Without it, garbage collection ends it the same way.
-
-    CUDA graphs: ``broadcast``, ``all_gather`` and ``copy`` with ``stream`` may be captured (the C++
-    rules: run each once before capturing it; a captured operation is ordered with the capturing stream
-    alone, so ``synchronize`` each replay's stream before any other call of this communicator and drop the
-    graph before the communicator; every rank captures and replays the same ones in the same order); the
-    others, and ``synchronize``, raise ``UnsupportedError`` while ``stream`` captures. Nothing can tell when
-    a replay is done: keep the captured tensors alive for as long as the graph may launch (the
-    communicator lets go of them at its next call).
+    >>> with gpuxfer.Communicator.from_environment() as comm:   # under `gpuxfer launch -n 2 -- python x.py`
+    ...     comm.broadcast(x, root=0)
     """
 
     def __init__(
@@ -69,7 +40,9 @@ class Communicator(_gpuxfer._Communicator):
         """Joins as ``rank`` of ``world_size`` ranks meeting at ``init_address`` (``tcp://host:port``, where
         rank 0 listens, or ``file:///path``; may be empty for one rank). ``device`` defaults to the rank,
         ``timeout`` (seconds or a ``timedelta``, bounding every wait) to ``GPUXFER_TIMEOUT``, else 300 s.
-        Collective: returns once every rank has joined."""
+        Collective: returns once every rank has joined.
+
+        >>> comm = gpuxfer.Communicator(rank, 2, "tcp://10.0.0.1:29500")"""
         super().__init__(rank, world_size, init_address, device, _milliseconds(timeout))
 
     @classmethod
@@ -77,7 +50,9 @@ class Communicator(_gpuxfer._Communicator):
         cls, device: int | None = None, timeout: float | datetime.timedelta | None = None
     ) -> Communicator:
         """Joins the job the launcher's environment describes (``gpuxfer launch``, torchrun, Slurm, Open MPI;
-        with none set, a job of one process). ``device`` defaults to the local rank."""
+        with none set, a job of one process). ``device`` defaults to the local rank.
+
+        >>> comm = gpuxfer.Communicator.from_environment()"""
         communicator = cls.__new__(cls)
         _gpuxfer._Communicator.__init__(communicator, None, None, "", device, _milliseconds(timeout))
         return communicator
@@ -89,13 +64,17 @@ class Communicator(_gpuxfer._Communicator):
         self.close()
 
     def broadcast(self, buf: Any, root: int, *, stream: Any = None) -> None:
-        """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere)."""
+        """Copies ``root``'s ``buf`` into every other rank's ``buf``, in place (the same size everywhere).
+
+        >>> comm.broadcast(x, root=0)"""
         memory = device_memory(buf, writes=None if self.rank == root else "broadcast: buf")
         self._ordered(stream, [(buf, memory)], self._broadcast, memory.ptr, memory.nbytes, root, used=buf)
 
     def all_gather(self, send: Any, recv: Any, *, stream: Any = None) -> None:
         """Every rank's ``send`` (the same size on every rank) into every rank's ``recv``, rank r's at offset
-        r * send's bytes."""
+        r * send's bytes.
+
+        >>> comm.all_gather(x, torch.empty(comm.world_size * x.numel(), dtype=x.dtype, device=x.device))"""
         source, target = device_memory(send), device_memory(recv, writes="all_gather: recv")
         args = (source.ptr, source.nbytes, target.ptr, target.nbytes)
         self._ordered(stream, [(send, source), (recv, target)], self._all_gather, *args, used=(send, recv))
@@ -103,7 +82,9 @@ class Communicator(_gpuxfer._Communicator):
     def gather(self, send: Any, recv: Any, root: int, *, stream: Any = None) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every rank's ``send`` (sizes may differ), ascending by rank, into ``root``'s ``recv``
         (``None`` allowed on the other ranks, where it is not read); returns on every rank where each rank's
-        bytes land (``GatherPiece.device`` is the rank)."""
+        bytes land (``GatherPiece.device`` is the rank).
+
+        >>> pieces = comm.gather(x, out, root=0)"""
         mine = self.rank == root
         source, target = device_memory(send), _optional_memory(recv, "gather: recv" if mine else None)
         args = (source.ptr, source.nbytes, target.ptr, target.nbytes, root)
@@ -115,7 +96,9 @@ class Communicator(_gpuxfer._Communicator):
         ``recv`` written on ``dst`` only (``None`` allowed elsewhere); the bytes are ``send``'s on ``src``
         and ``recv``'s on ``dst``, which must agree, as for torch.distributed's send and recv: no rank knows
         the other's size, and NCCL waits for bytes that never come (until the timeout) where ``recv`` is
-        larger. A copy from a rank to itself refuses sizes that differ. The other ranks return at once."""
+        larger. A copy from a rank to itself refuses sizes that differ. The other ranks return at once.
+
+        >>> comm.copy(0, 1, x, y)"""
         source = device_memory(send) if self.rank == src else _optional_memory(send)
         target = device_memory(recv, "copy: recv") if self.rank == dst else _optional_memory(recv)
         nbytes = _copy_bytes(self.rank, src, dst, source.nbytes, target.nbytes)
@@ -128,7 +111,9 @@ class Communicator(_gpuxfer._Communicator):
         1-D uint8 ``PinnedArray`` per rank, in rank order, over the page-locked memory the C++ call returned
         (no copy; the array keeps it alive and may outlive the communicator; a rank that sent nothing gives
         an empty array), on the other ranks an empty list. With ``stream`` the arrays are returned at once
-        and hold the bytes once the root's ``stream`` gets past this call."""
+        and hold the bytes once the root's ``stream`` gets past this call.
+
+        >>> arrays = comm.gather_to_host(x, root=0)"""
         source = device_memory(send)
         arrays = self._ordered(
             stream, [(send, source)], self._gather_to_host, source.ptr, source.nbytes, root, used=send
@@ -140,7 +125,9 @@ class Communicator(_gpuxfer._Communicator):
         allowed on the other ranks, where it is not read) into every rank's ``recv``, the root's too; the
         bytes of ``recv`` past them are left alone. With ``stream``, the root may reuse ``data`` when the
         call returns, except when no other rank shares its node and ``data`` is page-locked: then it is
-        read on the GPU and must stay unchanged until the root's ``stream`` gets past this call."""
+        read on the GPU and must stay unchanged until the root's ``stream`` gets past this call.
+
+        >>> comm.broadcast_from_host(data if comm.rank == 0 else None, x, root=0)"""
         target = device_memory(recv, writes="broadcast_from_host: recv")
         args = (data, target.ptr, target.nbytes, root)
         self._ordered(stream, [(recv, target)], self._broadcast_from_host, *args, used=(data, recv))

@@ -97,6 +97,24 @@ class CommError(Error):
     code = "comm_error"
 
 
+# They print as gpuxfer.NoDeviceError, where users catch them, not as this private module's.
+for _cls in (
+    Error,
+    InvalidArgumentError,
+    InvalidHostArrayError,
+    InvalidBufferError,
+    InvalidOptionError,
+    NoDeviceError,
+    OutOfMemoryError,
+    UnsupportedError,
+    CudaError,
+    NcclError,
+    DeviceFaultError,
+    CommError,
+):
+    _cls.__module__ = "gpuxfer"
+del _cls
+
 BY_CODE: dict[str, type[Error]] = {
     cls.code: cls
     for cls in (

@@ -37,11 +37,20 @@ def block_of(array: np.ndarray) -> _gpuxfer.PinnedBlock | None:
 
 class PinnedArray(np.ndarray):
     """A numpy array over pinned host memory: gpuxfer's pool, or a Communicator root's shared segment
-    (``.base`` is its PinnedBlock)."""
+    (``.base`` is its PinnedBlock).
+
+    >>> a = t.gather_all()[0]
+    >>> torch.from_dlpack(a).is_pinned()
+    True
+    """
 
     @property
     def pinned(self) -> bool:
-        """True while this array's bytes are a gpuxfer PinnedBlock's (False for copies and ufunc results)."""
+        """True while this array's bytes are a gpuxfer PinnedBlock's (False for copies and ufunc results).
+
+        >>> a.pinned, a.copy().pinned
+        (True, False)
+        """
         return block_of(self) is not None
 
     def __dlpack_device__(self) -> tuple[int, int]:

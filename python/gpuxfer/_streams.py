@@ -19,6 +19,9 @@ def stream_handle(stream: Any) -> int:
     ``np.uint64``, as a ``__cuda_array_interface__``'s stream is read), an object with ``__cuda_stream__``
     (the CUDA Python protocol: a method or attribute giving ``(version, handle)``), a ``torch.cuda.Stream``
     (``.cuda_stream``) or a ``cupy.cuda.Stream`` (``.ptr``). Reading the handle touches no GPU.
+
+    >>> gpuxfer.stream_handle(torch.cuda.current_stream())
+    0
     """
     if stream is None:
         return 0

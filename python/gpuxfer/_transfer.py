@@ -18,33 +18,13 @@ _LAST_POLL_S = 1e-3
 class Transfer(_gpuxfer._Transfer):
     """Gathers, copies and broadcasts the tensors registered on each device of a Manager.
 
-    Thread-safe; every blocking call releases the GIL. A registered tensor is kept alive until it is
-    replaced or cleared and no operation that may read it is in flight.
+    Thread-safe; every blocking call releases the GIL. Each operation but ``gather_blocking`` also has a
+    stream-ordered form, asked for with the keyword ``stream=``: it is queued after that stream's work
+    and returns at once. What stays alive, and when data is ready, is in docs/PYTHON.md.
 
-    Every gather, copy and broadcast but ``gather_blocking`` has a stream-ordered form, asked for with the
-    keyword-only ``stream=`` (a ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, an int handle, 0 being the
-    legacy default stream, or an object with ``__cuda_stream__``; left out, the operation is the blocking
-    or handle form, never on a default stream). It starts after the work already queued on ``stream``,
-    ``stream``'s later work waits for it, and it returns once queued (into pageable host memory, once the
-    bytes are there; from it, once host threads have staged them in pinned memory, without waiting for
-    ``stream`` when they fit the call's staging ring, 64 MiB with 8 host threads: see the README).
-    What it uses (host arrays, caller tensors, the registered tensors) is kept alive by the Transfer until
-    ``stream`` gets past it, so dropping them at once is safe; writing a host array or tensor given to it
-    before then is not, and neither is closing (or leaving the ``with`` block of) a ``register_host``
-    registration of that host memory: the copy goes straight to or from the locked pages, and a
-    registration must not end while an operation on its memory is in flight (synchronize ``stream``
-    first). Under CUDA graph capture nothing can tell when a replay is done: keep that memory
-    alive, and unchanged, for as long as the graph may launch.
-
-    A handle dropped before its operation is done keeps the registered tensors that operation may use
-    until it is (a copy may still write one that a later ``clear_device_buffer`` lets go of).
-
-    ``close()`` (or leaving a ``with`` block) ends it at once, as garbage collection would: it waits for the
-    streams of what stream-ordered calls keep and for the operations of dropped handles, ends the engine and
-    lets go of the registered tensors; then every call raises ``InvalidArgumentError`` and ``manager`` and
-    ``closed`` still answer. It is refused while an operation is in flight (another thread's call, a live
-    handle whose result is not collected); leaving a ``with`` block on an error lets that error go on
-    instead.
+    >>> with gpuxfer.Transfer(gpuxfer.Manager()) as t:
+    ...     t.set_device_buffer(0, torch.ones(1024, device="cuda:0"))
+    ...     arrays = t.gather_all()
     """
 
     def __enter__(self) -> Transfer:
@@ -60,22 +40,12 @@ class Transfer(_gpuxfer._Transfer):
             # garbage collection ends the transfer once that handle is gone.
 
     def set_device_buffer(self, device: int, tensor: Any, stream: Any = None) -> None:
-        """Registers ``tensor`` (``__dlpack__`` or ``__cuda_array_interface__``, C-contiguous, on that
-        device) as device ``device``'s buffer, which then belongs to ``stream``: each later operation on it
-        waits for the work queued on ``stream`` when that operation starts, and ``stream``'s later work
-        waits for the operation's reads and writes of it. ``None`` means the producer's: torch's or cupy's
-        current stream on the tensor's device, else the stream ``__cuda_array_interface__`` names, else the
-        legacy default stream; where that interface names another stream, that one first waits (on the GPU)
-        for it. The registration keeps ``tensor`` and the stream object (not an int handle) alive until it is
-        replaced or cleared. A read-only ``tensor`` is refused: broadcasts and copies write registered
-        buffers.
+        """Registers ``tensor`` (a CUDA tensor on that device, C-contiguous, writable) as device ``device``'s
+        buffer; later operations on it are ordered with ``stream`` (None: the tensor's framework's current
+        stream). The registration keeps ``tensor`` alive until it is replaced or cleared; docs/PYTHON.md
+        says how ``cudaStreamPerThread`` (``stream=2``) is read.
 
-        A registration whose stream is ``cudaStreamPerThread`` (``stream=2``, an interface's stream 2, or
-        cupy's current stream under ``CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1``, whose ``.ptr`` is 2) keeps
-        CUDA's meaning at each operation, as in C++: it stands for the per-thread default stream, on the
-        tensor's device, of the thread that makes the operation, not of the thread that registered. A
-        gather from another thread then does not wait for the producer's work: register so only what the
-        threads that operate on the buffer produce on their own per-thread streams."""
+        >>> t.set_device_buffer(0, torch.arange(256, dtype=torch.uint8, device="cuda:0"))"""
         memory = device_memory(tensor, writes="set_device_buffer (broadcasts and copies write it)")
         if stream is None:
             stream = current_stream_of(tensor)
@@ -91,26 +61,22 @@ class Transfer(_gpuxfer._Transfer):
         self, dst_device: int, out: Any, *, stream: Any = None
     ) -> list[_gpuxfer.GatherPiece]:
         """Concatenates every device's buffer (``dst_device``'s included, ascending) into the CUDA tensor
-        ``out`` on ``dst_device``; returns where each device's bytes landed. Without ``stream`` it writes
-        ``out`` after the work queued on the legacy default stream, on its framework's current stream and on
-        the stream its ``__cuda_array_interface__`` names (waited for on the host first, when that is
-        another stream) and returns when done; with ``stream`` after that stream's earlier work (and that
-        interface's stream, which ``stream`` waits for on the GPU), complete when ``stream`` gets past this
-        call (``out`` is kept alive until then). A read-only ``out`` is refused."""
+        ``out`` on ``dst_device``; returns one GatherPiece (device, offset, size) per device. Returns when
+        done, or with ``stream=`` once queued on it (``out`` kept alive until ``stream`` gets past it).
+
+        >>> out = torch.empty(total_bytes, dtype=torch.uint8, device="cuda:0")
+        >>> pieces = t.gather_to_device(0, out)"""
         self._check_open()  # before a host wait that a closed transfer would make for nothing
         memory = device_memory(out, writes="gather_to_device: out")
         order_after_producers([(out, memory)], stream, "gather_to_device")
         return self._gather_to_device(dst_device, memory.ptr, memory.nbytes, stream, out)
 
     def gather_slices(self, slices: Iterable[Any], out: Any, *, stream: Any = None) -> int:
-        """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back in
-        the order given; returns the bytes written. A bare tensor's device is the manager's device of its
-        DLPack device id. Without ``stream`` the slices are read after the work queued on each device's
-        legacy default stream, on their framework's current stream there and on the streams their
-        ``__cuda_array_interface__`` names (waited for on the host first, when that is another stream).
-        With ``stream`` they are read on that stream (after those interfaces' streams, which it waits for on
-        the GPU), and into pinned ``out`` it returns at once, the bytes there when ``stream`` gets past this
-        call (``out`` and the slices are kept alive until then)."""
+        """Gathers device tensors (or ``(device, tensor)`` pairs) into the host array ``out``, back to back
+        in the order given; returns the bytes written. With ``stream=`` they are read on that stream and,
+        into pinned ``out``, the call returns at once.
+
+        >>> n = t.gather_slices([x0[:100], (1, x1[200:300])], out)"""
         self._check_open()
         ordinals = None
         ranges = []
@@ -135,12 +101,11 @@ class Transfer(_gpuxfer._Transfer):
         return self._gather_slices(ranges, out, stream, tensors if stream is not None else None)
 
     async def gather_async(self, dst_device: int, *, stream: Any = None) -> list[Any]:
-        """``await``-able gather_blocking: queues the gather (``gather(dst_device, stream=stream)``), then
-        polls its handle from the running event loop (no thread per call), backing off from 20 us to 1 ms
-        between polls. The queuing itself runs on the loop's thread, as gather() does: it leases the
-        results from the pinned pool, so a first gather of a size (pinning new memory, about 150 ms per
-        256 MiB) or a pool at its limit (waiting for blocks in use) holds the loop that long. Warm the pool
-        with one gather of each size first, or keep the pool's limit above what is in flight."""
+        """``await``-able gather_blocking: queues ``gather(dst_device)`` and polls its handle from the event
+        loop (20 us to 1 ms between polls, no thread per call). The queuing runs on the loop's thread: a
+        first gather of a size pins new memory (about 150 ms per 256 MiB), so warm the pool first.
+
+        >>> arrays = await t.gather_async(0)"""
         handle = self.gather(dst_device, stream=stream)
         delay = _FIRST_POLL_S
         while not handle.ready():

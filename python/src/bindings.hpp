@@ -1,6 +1,9 @@
 // The pieces of the _gpuxfer extension module, one concept per file; module.cpp puts them together.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include <nanobind/nanobind.h>
 
 namespace gpuxfer::python {
@@ -15,5 +18,11 @@ void bind_pinned(nb::module_& m);        // pinned_block.cpp: PinnedBlock, the k
 void bind_handles(nb::module_& m);       // handles.cpp: TransferHandle, GatherHandle
 void bind_transfer(nb::module_& m);      // transfer.cpp: _Transfer (the C++ half of gpuxfer.Transfer)
 void bind_communicator(nb::module_& m);  // communicator.cpp: _Communicator (of gpuxfer.Communicator)
+
+/// @p value, a device index Python gave as the argument @p name of @p call, checked against the manager's
+/// @p count devices. Taken as a signed integer so that a negative one is refused by name here rather than
+/// by nanobind's list of overloads.
+/// @throws Error(Errc::invalid_buffer) naming the call, the argument, its value and the range
+std::size_t device_index(std::int64_t value, std::size_t count, const char* call, const char* name);
 
 }  // namespace gpuxfer::python

@@ -243,7 +243,7 @@ void bind_communicator(nb::module_& m) {
            "Ends the communicator now (collective, as its end by garbage collection): waits (GIL released) for "
            "its last operation within the timeout, else aborts NCCL, finalises NCCL, then waits for the "
            "streams of the calls whose tensors it keeps. Later calls raise InvalidArgumentError; closing "
-           "again does nothing")
+           "again does nothing.\n\n>>> comm.close()")
       .def("_broadcast", &broadcast, nb::arg("buffer"), nb::arg("nbytes"), nb::arg("root"),
            nb::arg("stream").none(), nb::arg("used").none())
       .def("_all_gather", &all_gather, nb::arg("send"), nb::arg("nbytes"), nb::arg("recv"),
@@ -258,7 +258,8 @@ void bind_communicator(nb::module_& m) {
            nb::arg("capacity"), nb::arg("root"), nb::arg("stream").none(), nb::arg("used").none())
       .def("synchronize", &synchronize, nb::arg("stream").none(),
            "Waits (GIL released) until stream's work queued so far is done, at most the timeout, polling "
-           "NCCL's asynchronous error: the bounded wait for the stream-ordered forms")
+           "NCCL's asynchronous error: the bounded wait for the stream-ordered forms.\n\n"
+           ">>> comm.broadcast(x, 0, stream=s)\n>>> comm.synchronize(s)")
       .def_prop_ro(
           "_kept",
           [](PyCommunicator& c) {

@@ -10,6 +10,16 @@
 #include "bindings.hpp"
 
 namespace gpuxfer::python {
+
+std::size_t device_index(std::int64_t value, std::size_t count, const char* call, const char* name) {
+  if (value >= 0 && static_cast<std::uint64_t>(value) < count) return static_cast<std::size_t>(value);
+  const std::string range = count == 0   ? "the manager has no devices"
+                            : count == 1 ? "0 (the manager has 1 device)"
+                                         : "0 to " + std::to_string(count - 1) + " (the manager has " +
+                                               std::to_string(count) + " devices)";
+  throw Error(Errc::invalid_buffer,
+              std::string(call) + ": " + name + "=" + std::to_string(value) + " is not a device index: " + range);
+}
 namespace {
 
 // The classes by code name, gpuxfer._errors.BY_CODE. Held for the life of the process on purpose: the

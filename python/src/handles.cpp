@@ -10,6 +10,7 @@
 #include <gpuxfer/transfer_handle.hpp>
 
 #include "bindings.hpp"
+#include "docstrings.hpp"
 #include "pinned_block.hpp"
 #include "stream_order.hpp"
 #include "transfer.hpp"
@@ -57,19 +58,15 @@ void bind_handles(nb::module_& m) {
   using Gather = PyHandle<GatherHandle>;
   nb::class_<Copy>(m, "TransferHandle", "Completion of an asynchronous copy")
       .def(
-          "ready", [](const Copy& h) { return h.handle.ready(); }, "True when done; never blocks")
-      .def("wait", &wait<TransferHandle>, "Blocks (GIL released) until done")
-      .def("stream_wait", &stream_wait<TransferHandle>, nb::arg("stream"),
-           "Makes stream wait, on the GPU, for this operation before its later work; no host wait");
+          "ready", [](const Copy& h) { return h.handle.ready(); }, doc::handle_ready)
+      .def("wait", &wait<TransferHandle>, doc::handle_wait)
+      .def("stream_wait", &stream_wait<TransferHandle>, nb::arg("stream"), doc::handle_stream_wait);
   nb::class_<Gather>(m, "GatherHandle", "Completion of Transfer.gather: one host array per source device")
       .def(
-          "ready", [](const Gather& h) { return h.handle.ready(); }, "True when done; never blocks")
-      .def("wait", &wait<GatherHandle>, "Blocks (GIL released) until done")
-      .def("stream_wait", &stream_wait<GatherHandle>, nb::arg("stream"),
-           "Makes stream wait, on the GPU, for this operation before its later work; no host wait")
-      .def("get", &collect,
-           "Waits, then returns one numpy array per source device (ascending, the destination skipped, None "
-           "where nothing was registered); call once");
+          "ready", [](const Gather& h) { return h.handle.ready(); }, doc::handle_ready)
+      .def("wait", &wait<GatherHandle>, doc::handle_wait)
+      .def("stream_wait", &stream_wait<GatherHandle>, nb::arg("stream"), doc::handle_stream_wait)
+      .def("get", &collect, doc::handle_get);
 }
 
 }  // namespace gpuxfer::python

@@ -11,6 +11,7 @@
 #include <gpuxfer/host_registration.hpp>
 
 #include "bindings.hpp"
+#include "docstrings.hpp"
 
 namespace gpuxfer::python {
 namespace {
@@ -153,10 +154,7 @@ void bind_host(nb::module_& m) {
         }
         return Registration{nb::borrow(array), view.exported(), std::move(registration)};
       },
-      nb::arg("array"),
-      "Page-locks a writable C-contiguous host array until the registration is closed or dies; meanwhile "
-      "it holds the array's buffer export, so a resizable one (bytearray, array.array) refuses to resize "
-      "(BufferError) rather than move its bytes");
+      nb::arg("array"), doc::register_host);
 }
 
 }  // namespace gpuxfer::python

@@ -13,9 +13,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <gpuxfer/device_info.hpp>
+#include <gpuxfer/error.hpp>
 #include <gpuxfer/options.hpp>
 
 #include "bindings.hpp"
+#include "docstrings.hpp"
 #include "manager.hpp"
 
 namespace gpuxfer::python {
@@ -50,6 +52,34 @@ nb::object option_value(std::string_view name, nb::handle value) {
   return nb::borrow(value);
 }
 
+// What each keyword accepts, for the message when a value does not fit its field's type.
+std::string_view accepted(std::string_view name) {
+  if (name == "devices") return "a list of CUDA ordinals (ints >= 0) or a string like \"0,1\"";
+  if (name == "min_devices") return "an int >= 0";
+  if (name == "pool_limit_bytes" || name == "chunk_bytes") return "a byte count: an int >= 0 or a string like \"4GiB\"";
+  if (name == "host_threads") return "an int from 1 to 256";
+  if (name == "numa") return "a NumaPlacement or \"auto\", \"on\", \"off\"";
+  if (name == "simulated_devices") return "an int from 0 to 64";
+  return "True or False";
+}
+
+// Sets the field @p name of @p options, naming the argument, its value and what it accepts where the value
+// does not fit (nanobind would raise its "incompatible function arguments" for the setter).
+void set_option(nb::object& options, const std::string& name, nb::handle value) {
+  const auto given = [&] { return "Manager(" + name + "=" + nb::cast<std::string>(nb::repr(value)) + "): "; };
+  try {
+    nb::setattr(options, name.c_str(), option_value(name, value));
+  } catch (const nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    const std::string message = given() + name + " takes " + std::string(accepted(name));
+    // An int out of its field's range (host_threads=-3) is a bad value; a list for a bool, a bad type.
+    if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) throw Error(Errc::invalid_option, message);
+    throw nb::type_error(message.c_str());
+  } catch (const Error& e) {  // a string that does not parse ("4XB", "0,x")
+    throw Error(e.code(), given() + e.message());
+  }
+}
+
 // The keyword arguments over the defaults, then the environment's variables of the fields not given (read
 // and validated once, with the values given: a variable whose field a keyword sets is not read, and a
 // combination is judged as it will be used).
@@ -63,7 +93,7 @@ Options options_from(const nb::kwargs& kwargs) {
     if (known == option_names.end()) {
       throw nb::type_error(("Manager() got an unexpected keyword argument '" + name + "'").c_str());
     }
-    nb::setattr(options, name.c_str(), option_value(name, value));
+    set_option(options, name, value);
     hidden.push_back(known->variable);
   }
   const EnvLookup environment = [&hidden](std::string_view variable) -> std::optional<std::string> {
@@ -123,8 +153,7 @@ void bind_manager(nb::module_& m) {
             }
             new (self) Manager{std::move(made)};
           },
-          "Manager(**options): keyword arguments are Options fields; the GPUXFER_* environment fills the "
-          "rest")
+          doc::manager)
       .def_prop_ro("device_count", [](const Manager& s) { return s.ptr->device_count(); })
       .def_prop_ro("devices",
                    [](const Manager& s) {
@@ -132,17 +161,27 @@ void bind_manager(nb::module_& m) {
                      return std::vector<DeviceInfo>(span.begin(), span.end());
                    })
       .def(
-          "device", [](const Manager& s, std::size_t i) { return s.ptr->device(i); }, nb::arg("index"))
+          "device",
+          [](const Manager& s, std::int64_t i) {
+            return s.ptr->device(device_index(i, s.ptr->device_count(), "Manager.device", "index"));
+          },
+          nb::arg("index"), doc::manager_device)
       .def(
           "link",
-          [](const Manager& s, std::size_t a, std::size_t b) {
-            return std::string(to_string(s.ptr->link(a, b)));
+          [](const Manager& s, std::int64_t a, std::int64_t b) {
+            const std::size_t n = s.ptr->device_count();
+            return std::string(to_string(
+                s.ptr->link(device_index(a, n, "Manager.link", "src"), device_index(b, n, "Manager.link", "dst"))));
           },
-          nb::arg("src"), nb::arg("dst"), "\"self\", \"nvlink\", \"pcie_peer\" or \"host_staged\"")
+          nb::arg("src"), nb::arg("dst"), doc::manager_link)
       .def(
           "peer_enabled",
-          [](const Manager& s, std::size_t a, std::size_t b) { return s.ptr->peer_enabled(a, b); },
-          nb::arg("src"), nb::arg("dst"))
+          [](const Manager& s, std::int64_t a, std::int64_t b) {
+            const std::size_t n = s.ptr->device_count();
+            return s.ptr->peer_enabled(device_index(a, n, "Manager.peer_enabled", "src"),
+                                       device_index(b, n, "Manager.peer_enabled", "dst"));
+          },
+          nb::arg("src"), nb::arg("dst"), doc::manager_peer_enabled)
       .def_prop_ro("all_peers_enabled", [](const Manager& s) { return s.ptr->all_peers_enabled(); })
       .def_prop_ro("nccl_available", [](const Manager& s) { return s.ptr->nccl_available(); })
       .def_prop_ro("nccl_version", [](const Manager& s) { return s.ptr->nccl_version(); })
@@ -152,15 +191,14 @@ void bind_manager(nb::module_& m) {
       .def_prop_ro("options", [](const Manager& s) { return s.ptr->options(); })
       .def(
           "pinned_pool_stats", [](const Manager& s) { return pool_stats(s.ptr->pinned_pool().stats()); },
-          "The staging pool's counters in bytes: in_use, cached, pending, peak_in_use, limit, allocations, "
-          "reuses")
+          doc::pool_stats)
       .def(
           "trim_pool",
           [](Manager& s) {
             nb::gil_scoped_release released;
             s.ptr->pinned_pool().trim();
           },
-          "Frees every cached pinned block");
+          doc::trim_pool);
 }
 
 }  // namespace gpuxfer::python

@@ -11,6 +11,7 @@
 #include <gpuxfer/transfer_paths.hpp>
 
 #include "bindings.hpp"
+#include "docstrings.hpp"
 
 namespace gpuxfer::python {
 
@@ -60,7 +61,7 @@ void bind_options(nb::module_& m) {
                "', capture_copy_kernels=" + (o.capture_copy_kernels ? "True" : "False") +
                ", simulated_devices=" + std::to_string(o.simulated_devices) + ")";
       });
-  m.def("parse_size", &parse_size, nb::arg("text"), "\"4GiB\" -> 4294967296, as GPUXFER_POOL_LIMIT reads it");
+  m.def("parse_size", &parse_size, nb::arg("text"), doc::parse_size);
 }
 
 }  // namespace gpuxfer::python

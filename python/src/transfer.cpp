@@ -18,6 +18,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "docstrings.hpp"
 #include "host_memory.hpp"
 #include "manager.hpp"
 #include "pinned_block.hpp"
@@ -65,13 +66,20 @@ auto ordered(Transfer& t, cudaStream_t stream, nb::object used, Op&& op) {
 // so that a resizable one (bytearray) cannot move its bytes before the stream gets past the call.
 nb::object kept_host(nb::handle obj, const HostView& view) { return nb::make_tuple(obj, view.exported()); }
 
+// @p value as an index of the transfer's devices (a closed transfer says so first).
+std::size_t device_of(const Transfer& t, std::int64_t value, const char* call, const char* name) {
+  (void)t.live();
+  return device_index(value, t.registered.size(), call, name);
+}
+
 template <typename Handle>
 nb::object handle_of(nb::handle self, Transfer& t, Handle&& h) {
   return nb::cast(new PyHandle<Handle>(std::move(h), t, nb::borrow(self)), nb::rv_policy::take_ownership);
 }
 
-void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std::size_t bytes,
+void set_device_buffer(Transfer& t, std::int64_t device_arg, std::uintptr_t ptr, std::size_t bytes,
                        std::uintptr_t stream, nb::object tensor, nb::object stream_owner) {
+  const std::size_t device = device_of(t, device_arg, "set_device_buffer", "device");
   std::unique_lock order(t.registering, std::defer_lock);  // until the hold: see Transfer::registering
   released(t, [&] {
     order.lock();
@@ -81,7 +89,8 @@ void set_device_buffer(Transfer& t, std::size_t device, std::uintptr_t ptr, std:
   order.unlock();  // before replaced goes (see Transfer::hold)
 }
 
-void clear_device_buffer(Transfer& t, std::size_t device) {
+void clear_device_buffer(Transfer& t, std::int64_t device_arg) {
+  const std::size_t device = device_of(t, device_arg, "clear_device_buffer", "device");
   std::unique_lock order(t.registering, std::defer_lock);
   released(t, [&] {
     order.lock();
@@ -91,9 +100,10 @@ void clear_device_buffer(Transfer& t, std::size_t device) {
   order.unlock();  // before replaced goes (see Transfer::hold)
 }
 
-nb::object gather(nb::handle self, std::size_t dst, nb::handle stream) {
+nb::object gather(nb::handle self, std::int64_t dst_arg, nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  const std::size_t dst = device_of(t, dst_arg, "gather", "dst_device");
   InFlight counted(t);  // until the handle counts itself: nothing registered meanwhile may die
   GatherHandle h = s ? ordered(t, *s, nb::none(), [&] { return t.live().gather_async(dst, *s); })
                      : released(t, [&] { return t.live().gather(dst); });
@@ -124,9 +134,11 @@ std::vector<double> time_gather_all(Transfer& t, std::size_t calls) {
   return seconds;
 }
 
-void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data, nb::handle stream) {
+void copy_buffer(Transfer& t, std::int64_t src_arg, std::int64_t dst_arg, nb::handle data, nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(data, false);
+  const std::size_t src = device_of(t, src_arg, "copy_buffer", "src_device");
+  const std::size_t dst = device_of(t, dst_arg, "copy_buffer", "dst_device");
   if (s) {
     ordered(t, *s, kept_host(data, view), [&] { t.live().copy_buffer_async(src, dst, view.cspan(), *s); });
   } else {
@@ -134,8 +146,11 @@ void copy_buffer(Transfer& t, std::size_t src, std::size_t dst, nb::handle data,
   }
 }
 
-void copy_device_buffer(Transfer& t, std::size_t src, std::size_t dst, CopyPath path, nb::handle stream) {
+void copy_device_buffer(Transfer& t, std::int64_t src_arg, std::int64_t dst_arg, CopyPath path,
+                        nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  const std::size_t src = device_of(t, src_arg, "copy_device_buffer", "src_device");
+  const std::size_t dst = device_of(t, dst_arg, "copy_device_buffer", "dst_device");
   if (s) {
     ordered(t, *s, nb::none(), [&] { (void)t.live().copy_device_buffer_async(src, dst, *s, path); });
   } else {
@@ -143,10 +158,12 @@ void copy_device_buffer(Transfer& t, std::size_t src, std::size_t dst, CopyPath 
   }
 }
 
-nb::object copy_device_buffer_async(nb::handle self, std::size_t src, std::size_t dst, CopyPath path,
+nb::object copy_device_buffer_async(nb::handle self, std::int64_t src_arg, std::int64_t dst_arg, CopyPath path,
                                     nb::handle stream) {
   Transfer& t = nb::cast<Transfer&>(self);
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  const std::size_t src = device_of(t, src_arg, "copy_device_buffer_async", "src_device");
+  const std::size_t dst = device_of(t, dst_arg, "copy_device_buffer_async", "dst_device");
   InFlight counted(t);
   TransferHandle h =
       s ? ordered(t, *s, nb::none(), [&] { return t.live().copy_device_buffer_async(src, dst, *s, path); })
@@ -164,8 +181,9 @@ void broadcast(Transfer& t, nb::handle data, HostBroadcastPath path, nb::handle 
   }
 }
 
-void broadcast_from_device(Transfer& t, std::size_t root, DeviceBroadcastPath path, nb::handle stream) {
+void broadcast_from_device(Transfer& t, std::int64_t root_arg, DeviceBroadcastPath path, nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  const std::size_t root = device_of(t, root_arg, "broadcast_from_device", "root");
   if (s) {
     ordered(t, *s, nb::none(), [&] { t.live().broadcast_from_device_async(root, *s, path); });
   } else {
@@ -173,10 +191,12 @@ void broadcast_from_device(Transfer& t, std::size_t root, DeviceBroadcastPath pa
   }
 }
 
-std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<std::size_t> skip,
+std::vector<GatherPiece> gather_into(Transfer& t, nb::handle out, std::optional<std::int64_t> skip_arg,
                                      nb::handle stream) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
   HostView view = host_view(out, true);
+  std::optional<std::size_t> skip;
+  if (skip_arg) skip = device_of(t, *skip_arg, "gather_into", "skip_device");
   if (s)
     return ordered(t, *s, kept_host(out, view),
                    [&] { return t.live().gather_into_async(view.span(), *s, skip); });
@@ -199,9 +219,10 @@ std::size_t gather_slices(Transfer& t, const std::vector<Slice>& slices, nb::han
 }
 
 // @p used: the tensor at @p out, kept by the stream-ordered form.
-std::vector<GatherPiece> gather_to_device(Transfer& t, std::size_t dst, std::uintptr_t out,
+std::vector<GatherPiece> gather_to_device(Transfer& t, std::int64_t dst_arg, std::uintptr_t out,
                                           std::size_t capacity, nb::handle stream, nb::object used) {
   const std::optional<cudaStream_t> s = stream_arg(stream);
+  const std::size_t dst = device_of(t, dst_arg, "gather_to_device", "dst_device");
   if (s) {
     return ordered(t, *s, std::move(used),
                    [&] { return t.live().gather_to_device_async(dst, pointer(out), capacity, *s); });
@@ -209,13 +230,15 @@ std::vector<GatherPiece> gather_to_device(Transfer& t, std::size_t dst, std::uin
   return released(t, [&] { return t.live().gather_to_device(dst, pointer(out), capacity); });
 }
 
-nb::object registered_object(const Transfer& t, std::size_t device) {
+nb::object registered_object(const Transfer& t, std::int64_t device_arg) {
+  const std::size_t device = device_of(t, device_arg, "device_buffer", "device");
   if (!t.live().device_buffer(device).has_value() || !t.registered[device].tensor.is_valid())
     return nb::none();
   return t.registered[device].tensor;
 }
 
-nb::object registered_range(const Transfer& t, std::size_t device) {
+nb::object registered_range(const Transfer& t, std::int64_t device_arg) {
+  const std::size_t device = device_of(t, device_arg, "registered_range", "device");
   const std::optional<RegisteredBuffer> r = t.live().device_buffer(device);
   if (!r) return nb::none();
   return nb::make_tuple(reinterpret_cast<std::uintptr_t>(r->ptr), r->size);
@@ -287,41 +310,38 @@ void bind_transfer(nb::module_& m) {
       .def(
           "_check_open", [](const Transfer& t) { (void)t.live(); },
           "Raises InvalidArgumentError once the transfer is closed")
-      .def("close", &close,
-           "Ends the transfer now (as its end by garbage collection): waits (GIL released) for the streams "
-           "of what stream-ordered calls keep and for the operations of handles dropped unread, ends the "
-           "engine, lets go of the registered objects; later calls raise InvalidArgumentError. Refused "
-           "while an operation is in flight (another thread's call, a live handle whose result is not "
-           "collected); a second close does nothing")
+      .def("close", &close, doc::close)
       .def("_set_device_buffer", &set_device_buffer, nb::arg("device"), nb::arg("ptr"), nb::arg("nbytes"),
            nb::arg("stream"), nb::arg("tensor"), nb::arg("stream_owner").none())
-      .def("clear_device_buffer", &clear_device_buffer, nb::arg("device"))
-      .def("device_buffer", &registered_object, nb::arg("device"), "The object registered on device, or None")
-      .def("registered_range", &registered_range, nb::arg("device"),
-           "(pointer, bytes) of device's registration as the C++ registry holds it, or None")
+      .def("clear_device_buffer", &clear_device_buffer, nb::arg("device"), doc::clear_device_buffer)
+      .def("device_buffer", &registered_object, nb::arg("device"), doc::device_buffer)
+      .def("registered_range", &registered_range, nb::arg("device"), doc::registered_range)
       .def("copy_buffer", &copy_buffer, nb::arg("src_device"), nb::arg("dst_device"), nb::arg("data"),
-           nb::kw_only(), nb::arg("stream") = nb::none())
+           nb::kw_only(), nb::arg("stream") = nb::none(), doc::copy_buffer)
       .def("copy_device_buffer", &copy_device_buffer, nb::arg("src_device"), nb::arg("dst_device"),
-           nb::arg("path") = CopyPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none())
+           nb::arg("path") = CopyPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none(),
+           doc::copy_device_buffer)
       .def("copy_device_buffer_async", &copy_device_buffer_async, nb::arg("src_device"),
            nb::arg("dst_device"), nb::arg("path") = CopyPath::automatic, nb::kw_only(),
-           nb::arg("stream") = nb::none())
+           nb::arg("stream") = nb::none(), doc::copy_device_buffer_async)
       .def("broadcast", &broadcast, nb::arg("data"), nb::arg("path") = HostBroadcastPath::automatic,
-           nb::kw_only(), nb::arg("stream") = nb::none())
+           nb::kw_only(), nb::arg("stream") = nb::none(), doc::broadcast)
       .def("broadcast_from_device", &broadcast_from_device, nb::arg("root"),
-           nb::arg("path") = DeviceBroadcastPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none())
-      .def("gather", &gather, nb::arg("dst_device"), nb::kw_only(), nb::arg("stream") = nb::none())
+           nb::arg("path") = DeviceBroadcastPath::automatic, nb::kw_only(), nb::arg("stream") = nb::none(),
+           doc::broadcast_from_device)
+      .def("gather", &gather, nb::arg("dst_device"), nb::kw_only(), nb::arg("stream") = nb::none(), doc::gather)
       .def(
           "gather_blocking",
-          [](Transfer& t, std::size_t dst) {
+          [](Transfer& t, std::int64_t dst_arg) {
+            const std::size_t dst = device_of(t, dst_arg, "gather_blocking", "dst_device");
             return arrays(released(t, [&] { return t.live().gather_blocking(dst); }));
           },
-          nb::arg("dst_device"))
-      .def("gather_all", &gather_all, nb::kw_only(), nb::arg("stream") = nb::none())
+          nb::arg("dst_device"), doc::gather_blocking)
+      .def("gather_all", &gather_all, nb::kw_only(), nb::arg("stream") = nb::none(), doc::gather_all)
       .def("_time_gather_all", &time_gather_all, nb::arg("calls"),
            "Seconds of each of `calls` blocking gather_all calls timed in C++ (for the Python bench)")
       .def("gather_into", &gather_into, nb::arg("out"), nb::arg("skip_device") = nb::none(), nb::kw_only(),
-           nb::arg("stream") = nb::none())
+           nb::arg("stream") = nb::none(), doc::gather_into)
       .def("_gather_slices", &gather_slices, nb::arg("slices"), nb::arg("out"), nb::arg("stream").none(),
            nb::arg("used").none())
       .def("_gather_to_device", &gather_to_device, nb::arg("dst_device"), nb::arg("out"), nb::arg("capacity"),

@@ -119,7 +119,7 @@ int choose_device(const LaunchEnv& env, const CommunicatorOptions& options) {
   if (status != cudaSuccess || count == 0) {
     throw Error(Errc::no_device,
                 who + ": no CUDA device (cudaGetDeviceCount: " +
-                    (status != cudaSuccess ? std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status)
+                    (status != cudaSuccess ? describe_cuda_error(status)
                                            : std::string("0 devices")) +
                     ")");
   }

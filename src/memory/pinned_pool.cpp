@@ -43,8 +43,7 @@ std::byte* allocate(std::size_t bytes, int node, int device) {
   const cudaError_t err = handled(cudaHostAlloc(&block, bytes, cudaHostAllocPortable));
   if (err != cudaSuccess) {
     throw Error(err == cudaErrorMemoryAllocation ? Errc::out_of_memory : errc_for(err),
-                "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes failed: " + cudaGetErrorName(err) +
-                    " (" + cudaGetErrorString(err) + ")");
+                "cudaHostAlloc of " + std::to_string(bytes) + " pinned bytes failed: " + describe_cuda_error(err));
   }
   return static_cast<std::byte*>(block);
 }

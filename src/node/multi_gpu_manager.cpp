@@ -52,7 +52,7 @@ std::vector<int> usable_ordinals(ManagerState& state) {
   int count = 0;
   const cudaError_t err = handled(cudaGetDeviceCount(&count));
   if (err != cudaSuccess) {
-    state.device_status = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    state.device_status = describe_cuda_error(err);
     return {};
   }
   if (count == 0) state.device_status = "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)";

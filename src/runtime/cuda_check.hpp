@@ -25,6 +25,13 @@ inline cudaError_t handled(cudaError_t err) noexcept {
   return err;
 }
 
+/// CUDA's name and text for @p err; where no driver is loaded, the driver is too old or no device is
+/// visible, what that means and what to check instead (nvidia-smi, the driver, CUDA_VISIBLE_DEVICES).
+[[nodiscard]] std::string describe_cuda_error(cudaError_t err);
+
+/// @p file below the project's root (src/...), without the directories of the machine that built it.
+[[nodiscard]] const char* source_name(const char* file) noexcept;
+
 [[noreturn]] void throw_cuda(cudaError_t err, const char* expr, const char* file, int line,
                              const std::string& context);
 

@@ -94,7 +94,7 @@ TEST(Communicator, WithoutAGpuCreationNamesTheCudaReason) {
   if (status == cudaSuccess && count > 0) GTEST_SKIP() << "a GPU is visible: the no-device path cannot be reached";
   const std::string reason = status != cudaSuccess ? cudaGetErrorName(status) : "0 devices";
   EXPECT_TRUE(throws_error([] { Communicator(0, 1, ""); }, Errc::no_device,
-                           "rank 0 of 1: no CUDA device (cudaGetDeviceCount: " + reason));
+                           "rank 0 of 1: no CUDA device (cudaGetDeviceCount: ", reason));
   EXPECT_TRUE(throws_error([] { (void)Communicator::from_environment(); }, Errc::no_device, reason));
   // The device is chosen before the exchange: a rank without one never calls it.
   int calls = 0;

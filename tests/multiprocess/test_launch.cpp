@@ -255,7 +255,7 @@ TEST(GpuxferLaunch, AProgramThatCannotRun) {
 TEST(GpuxferLaunch, BadArguments) {
   const LaunchRun none = launch("-n 2");
   EXPECT_EQ(none.code, 1) << none.output;
-  EXPECT_TRUE(has(none, "gpuxfer: invalid_option: gpuxfer launch: no program given")) << none.output;
+  EXPECT_TRUE(has(none, "gpuxfer: invalid_option: launch: no program given")) << none.output;
   const LaunchRun zero = launch("-n 0 -- true");
   EXPECT_EQ(zero.code, 1) << zero.output;
   EXPECT_TRUE(has(zero, "-n 0")) << zero.output;
@@ -316,7 +316,7 @@ TEST(GpuxferLaunch, AGraceOfMoreThanADayIsRefused) {
   for (const std::string grace : {"inf", "1e300", "86401", "-1", "nan"}) {
     const LaunchRun run = launch("--grace " + grace + " -n 1 -- true");
     EXPECT_EQ(run.code, 1) << grace << ": " << run.output;
-    EXPECT_TRUE(has(run, "gpuxfer: invalid_option: gpuxfer launch: --grace ")) << grace << ": " << run.output;
+    EXPECT_TRUE(has(run, "gpuxfer: invalid_option: launch --grace ")) << grace << ": " << run.output;
     EXPECT_TRUE(has(run, ": 0 to 86400 seconds")) << grace << ": " << run.output;
   }
   EXPECT_EQ(launch("--grace 86400 -n 1 -- true").code, 0);

@@ -50,7 +50,7 @@ TEST_P(FileRendezvous, EveryRankGetsRankZerosBlobAndNothingIsLeft) {
   EXPECT_TRUE(dir.empty()) << "files left in " << dir.path();
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, FileRendezvous, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, FileRendezvous, ::testing::Values(1, 2, 4), ::testing::PrintToStringParamName());
 
 TEST(FileRendezvousErrors, AFileLeftByAnEarlierJob) {
   const test::TempDir dir;

@@ -47,7 +47,7 @@ TEST_P(TcpRendezvous, EveryRankGetsRankZerosBlob) {
   EXPECT_TRUE(test::every_rank_got(outcomes, blob));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpRendezvous, ::testing::Values(1, 2, 4), ::testing::PrintToStringParamName());
 
 // A listener for the wildcard address takes a connection to any address of the host (127.0.0.2 too); one
 // for 127.0.0.1 does not.

@@ -62,7 +62,7 @@ def test_an_unknown_keyword_is_a_type_error():
 
 
 def test_a_keyword_of_the_wrong_type_is_a_type_error():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"Manager\(enable_nccl=\[1\]\): enable_nccl takes True or False"):
         gpuxfer.Manager(min_devices=0, enable_nccl=[1])
 
 

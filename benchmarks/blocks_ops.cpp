@@ -33,8 +33,8 @@ std::string size_name(std::size_t bytes) {
                                          : std::to_string(bytes >> 10) + "k";
 }
 
-// The regions of one block size, shared by every operation of that size (pinned memory costs ~150 ms
-// per 256 MiB to allocate): the device region, the host region, and the host mirror that checks.
+// The regions of one block size, shared by every operation of that size and kept for the run (pinned
+// memory costs ~150 ms per 256 MiB to allocate): the device region, the host region, and the host mirror that checks.
 struct Regions {
   std::size_t block_bytes;
   std::size_t count;
@@ -52,13 +52,10 @@ struct Regions {
 
 std::shared_ptr<Regions> regions_for(Bench& b, std::size_t block_bytes) {
   static std::mutex mutex;
-  static std::map<std::size_t, std::weak_ptr<Regions>> cache;
+  static std::map<std::size_t, std::shared_ptr<Regions>> cache;  // kept for the run: allocated once
   const std::lock_guard lock(mutex);
-  std::shared_ptr<Regions> r = cache[block_bytes].lock();
-  if (!r) {
-    r = std::make_shared<Regions>(b, block_bytes);
-    cache[block_bytes] = r;
-  }
+  std::shared_ptr<Regions>& r = cache[block_bytes];
+  if (!r) r = std::make_shared<Regions>(b, block_bytes);
   return r;
 }
 
@@ -92,6 +89,7 @@ class BlockBench {
   void prepare(std::uint64_t run) {
     const std::size_t n = r_->payload();
     b_.fill_device(0, r_->device.get(), n, Bench::seed(run, 0));
+    b_.synchronize();
     cuda_check(cudaMemcpy(r_->mirror.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
     if (to_host_) {
       std::memset(r_->host.data(), poison_byte, n);
@@ -107,8 +105,7 @@ class BlockBench {
     const std::size_t n = r_->payload();
     const std::byte* src_side = r_->mirror.data();  // the source as it was
     const std::byte* dst_side = r_->host.data();
-    if (!to_host_) {  // the device's blocks come back through one plain copy over the mirror
-      std::memcpy(r_->mirror.data(), r_->host.data(), n);
+    if (!to_host_) {  // the device's blocks come back through one plain copy over the host source
       cuda_check(cudaMemcpy(r_->host.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
     }
     std::size_t wrong = 0;

@@ -159,12 +159,12 @@ std::size_t row_count(std::span<const BlockPiece> pieces) noexcept {
 }
 
 BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows, bool kernel_ok,
-                            bool capturing) noexcept {
+                            bool loads_host, bool batch_ok) noexcept {
   if (requested != BlockPath::automatic) return requested;
-  if (rows == 0 || total / rows >= copy_engine_min_row) return BlockPath::copy_engine;
-  if (kernel_ok) return BlockPath::kernel;
-  // A graph takes memcpy nodes; a batch is not asked to capture.
-  return capturing ? BlockPath::copy_engine : BlockPath::batch;
+  const std::size_t row = rows == 0 ? total : total / rows;
+  if (row >= copy_engine_min_row) return BlockPath::copy_engine;
+  if (kernel_ok && row < (loads_host ? kernel_load_max_row : kernel_store_max_row)) return BlockPath::kernel;
+  return batch_ok ? BlockPath::batch : BlockPath::copy_engine;
 }
 
 }  // namespace gpuxfer::detail

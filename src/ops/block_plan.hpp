@@ -61,13 +61,20 @@ struct BlockPiece {
 /// Contiguous rows of @p pieces (what cudaMemcpyBatchAsync takes: 2D pieces cut into their rows).
 [[nodiscard]] std::size_t row_count(std::span<const BlockPiece> pieces) noexcept;
 
-/// Rows at least this long on average go to the copy engines (BlockPath::automatic); shorter ones to
-/// the kernel where it can run, else to one batch.
-inline constexpr std::size_t copy_engine_min_row = std::size_t{1} << 20;
+/// BlockPath::automatic's thresholds, from gpuxfer-bench --ops 'blocks_*' on an H100 (64 MiB of blocks):
+/// rows this long on average (runs merged) go to the copy engines, one DMA each;
+inline constexpr std::size_t copy_engine_min_row = std::size_t{4} << 20;
+/// rows shorter than this go to the kernel when it stores into host memory (D2H: 0.76 / 0.93 of the link
+/// at 4 / 64 KiB, random order, against 0.19 / 0.74 for one batch), longer ones to one batch (1 MiB:
+/// 0.97 against 0.93);
+inline constexpr std::size_t kernel_store_max_row = std::size_t{1} << 20;
+/// and when it loads from host memory (H2D, PCIe reads: 0.52 / 0.60 at 4 / 64 KiB against 0.06 / 0.73).
+inline constexpr std::size_t kernel_load_max_row = std::size_t{16} << 10;
 
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
-/// whether the device maps the host side; @p capturing whether the stream captures.
+/// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);
+/// @p batch_ok whether cudaMemcpyBatchAsync may run (not on the legacy stream, not while capturing).
 [[nodiscard]] BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows,
-                                          bool kernel_ok, bool capturing) noexcept;
+                                          bool kernel_ok, bool loads_host, bool batch_ok) noexcept;
 
 }  // namespace gpuxfer::detail

@@ -215,13 +215,17 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
   if (c.count == 0) return c.path;
   std::vector<detail::BlockPiece> pieces = detail::block_pieces(runs, src, dst, c.block_bytes, c.layers);
   const std::size_t total = c.count * c.layers * c.block_bytes;
-  BlockPath path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, capturing);
+  const bool loads_host = !rs.device;
+  const bool batch_ok = !capturing && stream != nullptr && stream != cudaStreamLegacy;
+  BlockPath path =
+      detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host, batch_ok);
   if (path != BlockPath::kernel && runs.size() > 1) {
     // The copy engines gain from every merge: try the pairs in source order.
     std::vector<detail::BlockRun> sorted = detail::plan_block_runs(pairs, src.blocks, dst.blocks, true);
     if (sorted.size() < runs.size()) {
       pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers);
-      path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, capturing);
+      path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host,
+                                       batch_ok);
     }
   }
   switch (path) {

@@ -117,11 +117,21 @@ TEST(BlockPlan, PiecesOfPackedAndStridedRuns) {
 
 TEST(BlockPlan, PathChoice) {
   using detail::choose_block_path;
-  EXPECT_EQ(choose_block_path(BlockPath::batch, 1, 1, true, false), BlockPath::batch);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 4096, 1024, true, false), BlockPath::kernel);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 4096, 1024, false, false), BlockPath::batch);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 4096, 1024, false, true), BlockPath::copy_engine);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 64 * detail::copy_engine_min_row, 64, true, false),
+  constexpr std::size_t k4 = 4096, m1 = std::size_t{1} << 20;
+  EXPECT_EQ(choose_block_path(BlockPath::batch, 1, 1, true, false, true), BlockPath::batch);
+  // Stores into host memory: the kernel below 1 MiB rows, one batch above.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, false, true), BlockPath::kernel);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * m1, 1024, true, false, true), BlockPath::batch);
+  // Loads from host memory: the kernel for 4 KiB rows only.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, true, true), BlockPath::kernel);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 16 * k4, 1024, true, true, true),
+            BlockPath::batch);
+  // No kernel, no batch (legacy stream, capture): the copy engines.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, true), BlockPath::batch);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, false),
+            BlockPath::copy_engine);
+  // Merged runs of 4 MiB and more: one DMA each.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 64 * detail::copy_engine_min_row, 64, true, false, true),
             BlockPath::copy_engine);
 }
 

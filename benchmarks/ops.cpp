@@ -46,7 +46,7 @@ std::optional<std::string> needs_nccl(Bench& b) {
 const std::vector<OpSpec>& all_ops() {
   static const std::vector<OpSpec> ops = [] {
     std::vector<OpSpec> all;
-    for (auto family : {ceiling_ops, gather_ops, copy_ops, broadcast_ops, small_gather_ops}) {
+    for (auto family : {ceiling_ops, gather_ops, copy_ops, broadcast_ops, small_gather_ops, block_ops}) {
       for (OpSpec& op : family()) all.push_back(std::move(op));
     }
     return all;
@@ -63,8 +63,20 @@ std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names) {
     return nullptr;
   };
   std::set<std::string> wanted;
-  std::vector<std::string> todo = names;
-  if (todo.empty()) {
+  std::vector<std::string> todo;
+  for (const std::string& name : names) {
+    if (name.empty() || name.back() != '*') {
+      todo.push_back(name);
+      continue;
+    }
+    const std::string prefix = name.substr(0, name.size() - 1);
+    const std::size_t before = todo.size();
+    for (const OpSpec& op : ops) {
+      if (op.name.starts_with(prefix)) todo.push_back(op.name);
+    }
+    if (todo.size() == before) todo.push_back(name);  // unknown: reported below
+  }
+  if (names.empty()) {
     for (const OpSpec& op : ops) todo.push_back(op.name);
   }
   while (!todo.empty()) {

@@ -89,11 +89,12 @@ inline constexpr double stream_form_target = 0.98;
 [[nodiscard]] std::vector<OpSpec> copy_ops();          // copy_ops.cpp
 [[nodiscard]] std::vector<OpSpec> broadcast_ops();     // broadcast_ops.cpp
 [[nodiscard]] std::vector<OpSpec> small_gather_ops();  // small_gather.cpp
+[[nodiscard]] std::vector<OpSpec> block_ops();         // blocks_ops.cpp
 
 /// Every operation, in run order: every ceiling comes before the operations measured against it.
 [[nodiscard]] const std::vector<OpSpec>& all_ops();
 
-/// The operations named in @p names plus, recursively, their ceilings, in run order; all of them when
+/// The operations named in @p names (a name ending in '*' names every operation it starts) plus, recursively, their ceilings, in run order; all of them when
 /// @p names is empty. @throws Error(Errc::invalid_option) naming an unknown operation and the known ones
 [[nodiscard]] std::vector<const OpSpec*> select_ops(const std::vector<std::string>& names);
 

@@ -2,6 +2,7 @@
 /// @brief Everything gpuxfer offers, in one include.
 #pragma once
 
+#include <gpuxfer/block_copy.hpp>
 #include <gpuxfer/buffer_ranges.hpp>
 #include <gpuxfer/communicator.hpp>
 #include <gpuxfer/device_info.hpp>

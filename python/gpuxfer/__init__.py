@@ -38,12 +38,14 @@ from ._gpuxfer import (
     parse_size,
     register_host,
 )
+from ._blocks import copy_blocks
 from ._communicator import Communicator
 from ._pinned import PinnedArray
 from ._streams import stream_handle
 from ._transfer import Transfer
 
 __all__ = [
+    "copy_blocks",
     "CopyPath",
     "CudaError",
     "DeviceBroadcastPath",

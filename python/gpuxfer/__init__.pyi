@@ -277,3 +277,13 @@ class Communicator:
         self, data: Any | None, recv: Any, root: int, *, stream: _Stream = None
     ) -> None: ...
     def synchronize(self, stream: _Stream) -> None: ...
+def copy_blocks(
+    src: Any,
+    dst: Any,
+    pairs: Any,
+    *,
+    stream: Any = None,
+    path: Literal["automatic", "copy_engine", "batch", "kernel"] = "automatic",
+    layers_first: bool = False,
+    error_flag: Any = None,
+) -> str: ...

@@ -18,6 +18,7 @@ void bind_pinned(nb::module_& m);        // pinned_block.cpp: PinnedBlock, the k
 void bind_handles(nb::module_& m);       // handles.cpp: TransferHandle, GatherHandle
 void bind_transfer(nb::module_& m);      // transfer.cpp: _Transfer (the C++ half of gpuxfer.Transfer)
 void bind_communicator(nb::module_& m);  // communicator.cpp: _Communicator (of gpuxfer.Communicator)
+void bind_blocks(nb::module_& m);        // blocks.cpp: _copy_blocks (of gpuxfer.copy_blocks)
 
 /// @p value, a device index Python gave as the argument @p name of @p call, checked against the manager's
 /// @p count devices. Taken as a signed integer so that a negative one is refused by name here rather than

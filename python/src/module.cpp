@@ -16,4 +16,5 @@ NB_MODULE(_gpuxfer, m) {
   py::bind_handles(m);
   py::bind_transfer(m);
   py::bind_communicator(m);  // after bind_transfer: its gather returns GatherPiece
+  py::bind_blocks(m);
 }

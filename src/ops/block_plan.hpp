@@ -1,0 +1,80 @@
+// copy_blocks' plan, without a GPU: each side's layout resolved and checked, the pairs checked (range,
+// one writer per destination block) and merged into runs of consecutive blocks, the runs cut into the
+// contiguous pieces the copy engines move, and the path chosen.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <gpuxfer/block_copy.hpp>
+
+namespace gpuxfer::detail {
+
+/// One side's layout with its strides resolved, and the bytes from its base to the end of its last block.
+struct BlockGeometry {
+  std::size_t blocks = 0;
+  std::size_t block_stride = 0;
+  std::size_t layer_stride = 0;
+  std::size_t extent = 0;
+};
+
+/// Resolves @p side's strides (0: packed) and checks that they fit @p block_bytes, that the extent does
+/// not overflow and, for a destination (@p writes), that no two pieces overlap. @p what names the side.
+/// @throws Error(Errc::invalid_argument)
+[[nodiscard]] BlockGeometry resolve_layout(const BlockLayout& side, std::size_t block_bytes,
+                                           std::size_t layers, bool writes, const char* what);
+
+/// A run of consecutive blocks: source blocks src .. src + blocks - 1 to destination blocks dst ...
+struct BlockRun {
+  std::size_t src = 0;
+  std::size_t dst = 0;
+  std::size_t blocks = 0;
+};
+
+/// Checks every pair (both indices in range, no destination block written twice) and merges pairs whose
+/// source and destination blocks both follow the previous pair's into runs; with @p sort, the pairs are
+/// merged in source order (fewer runs where the caller's order was shuffled), else in the order given.
+/// @throws Error(Errc::invalid_argument) naming the first bad pair
+[[nodiscard]] std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs,
+                                                    std::size_t src_blocks, std::size_t dst_blocks,
+                                                    bool sort);
+
+/// One copy of a plan: @p height rows of @p width bytes, rows @p src_pitch / @p dst_pitch apart (one
+/// row: a plain copy), at byte offsets from each side's base.
+struct BlockPiece {
+  std::size_t src_offset = 0;
+  std::size_t dst_offset = 0;
+  std::size_t width = 0;
+  std::size_t height = 1;
+  std::size_t src_pitch = 0;
+  std::size_t dst_pitch = 0;
+};
+
+/// The copies that move @p runs: one per run where a run is contiguous on both sides, one per run and
+/// layer where a block's layers are apart; rows of a strided run as a 2D copy.
+[[nodiscard]] std::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const BlockGeometry& src,
+                                                   const BlockGeometry& dst, std::size_t block_bytes,
+                                                   std::size_t layers);
+
+/// Contiguous rows of @p pieces (what cudaMemcpyBatchAsync takes: 2D pieces cut into their rows).
+[[nodiscard]] std::size_t row_count(std::span<const BlockPiece> pieces) noexcept;
+
+/// BlockPath::automatic's thresholds, from gpuxfer-bench --ops 'blocks_*' on an H100 (64 MiB of blocks):
+/// rows this long on average (runs merged) go to the copy engines, one DMA each;
+inline constexpr std::size_t copy_engine_min_row = std::size_t{4} << 20;
+/// rows shorter than this go to the kernel when it stores into host memory (D2H: 0.76 / 0.93 of the link
+/// at 4 / 64 KiB, random order, against 0.19 / 0.74 for one batch), longer ones to one batch (1 MiB:
+/// 0.97 against 0.93);
+inline constexpr std::size_t kernel_store_max_row = std::size_t{1} << 20;
+/// and when it loads from host memory (H2D, PCIe reads: 0.52 / 0.60 at 4 / 64 KiB against 0.06 / 0.73).
+inline constexpr std::size_t kernel_load_max_row = std::size_t{16} << 10;
+
+/// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
+/// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);
+/// @p batch_ok whether cudaMemcpyBatchAsync may run (not on the legacy stream, not while capturing).
+[[nodiscard]] BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows,
+                                          bool kernel_ok, bool loads_host, bool batch_ok) noexcept;
+
+}  // namespace gpuxfer::detail

@@ -1,0 +1,139 @@
+// copy_blocks' plan without a GPU: layouts resolved and refused, pairs checked and merged into runs, runs
+// cut into copies, and the path chosen.
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.hpp"
+#include "ops/block_plan.hpp"
+
+namespace gpuxfer {
+namespace {
+
+using detail::BlockGeometry;
+using detail::BlockRun;
+
+std::byte region[1];  // a base that is not null; the plan never dereferences it
+
+BlockLayout side(std::size_t blocks, std::size_t block_stride = 0, std::size_t layer_stride = 0) {
+  return {region, blocks, block_stride, layer_stride};
+}
+
+TEST(BlockPlan, PackedLayoutByDefault) {
+  const BlockGeometry g = detail::resolve_layout(side(10), 4096, 3, true, "destination");
+  EXPECT_EQ(g.block_stride, 3u * 4096);
+  EXPECT_EQ(g.layer_stride, 4096u);
+  EXPECT_EQ(g.extent, 10u * 3 * 4096);
+}
+
+TEST(BlockPlan, LayersOutsideBlocksAndOddStrides) {
+  // [layer][block][bytes], blocks 4099 bytes apart: every piece apart.
+  const BlockGeometry g = detail::resolve_layout(side(8, 4099, 8 * 4099), 4097, 2, true, "destination");
+  EXPECT_EQ(g.extent, 7u * 4099 + 8 * 4099 + 4097);
+}
+
+TEST(BlockPlan, OverlappingDestinationPiecesAreRefused) {
+  EXPECT_TRUE(
+      test::throws_error([] { (void)detail::resolve_layout(side(4, 100), 4096, 1, true, "destination"); },
+                         Errc::invalid_argument, "destination", "overlap"));
+  EXPECT_TRUE(test::throws_error(
+      [] { (void)detail::resolve_layout(side(4, 8192, 100), 4096, 2, true, "destination"); },
+      Errc::invalid_argument, "overlap"));
+  // A source may overlap itself: it is only read.
+  EXPECT_NO_THROW((void)detail::resolve_layout(side(4, 100), 4096, 1, false, "source"));
+}
+
+TEST(BlockPlan, OverflowingLayoutIsRefused) {
+  EXPECT_TRUE(test::throws_error(
+      [] { (void)detail::resolve_layout(side(SIZE_MAX / 2, 4096), 4096, 1, false, "source"); },
+      Errc::invalid_argument, "overflows"));
+}
+
+TEST(BlockPlan, PairsOutOfRangeNameThePair) {
+  const std::vector<std::int64_t> pairs{0, 0, 1, 1, 5, 2};
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10, false); },
+                                 Errc::invalid_argument, "pair 2", "(5, 2)", "source", "nothing was copied"));
+  const std::vector<std::int64_t> negative{0, -1};
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(negative, 5, 10, false); },
+                                 Errc::invalid_argument, "pair 0", "destination"));
+}
+
+TEST(BlockPlan, TwoWritersOfOneBlockAreRefused) {
+  const std::vector<std::int64_t> pairs{0, 3, 1, 4, 2, 3};
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10, false); },
+                                 Errc::invalid_argument, "pair 2", "earlier pair"));
+  // Reading one source block twice is fine.
+  const std::vector<std::int64_t> reads{0, 3, 0, 4};
+  EXPECT_EQ(detail::plan_block_runs(reads, 5, 10, false).size(), 2u);
+  // A destination too large for the bitmap takes the sort.
+  EXPECT_TRUE(
+      test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, std::size_t{1} << 40, false); },
+                         Errc::invalid_argument, "another pair"));
+}
+
+TEST(BlockPlan, ConsecutivePairsMerge) {
+  std::vector<std::int64_t> pairs;
+  for (std::int64_t k = 0; k < 100; ++k) pairs.insert(pairs.end(), {k + 10, k});
+  pairs.insert(pairs.end(), {7, 500});
+  const auto runs = detail::plan_block_runs(pairs, 1000, 1000, false);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].src, 10u);
+  EXPECT_EQ(runs[0].blocks, 100u);
+  EXPECT_EQ(runs[1].blocks, 1u);
+}
+
+TEST(BlockPlan, ShuffledConsecutivePairsMergeInSourceOrder) {
+  const std::vector<std::int64_t> pairs{1, 11, 0, 10, 2, 12};
+  EXPECT_EQ(detail::plan_block_runs(pairs, 3, 13, false).size(), 3u);
+  const auto runs = detail::plan_block_runs(pairs, 3, 13, true);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].blocks, 3u);
+}
+
+TEST(BlockPlan, NoPairsNoRuns) { EXPECT_TRUE(detail::plan_block_runs({}, 0, 0, false).empty()); }
+
+TEST(BlockPlan, PiecesOfPackedAndStridedRuns) {
+  const BlockGeometry packed = detail::resolve_layout(side(100), 4096, 2, true, "destination");
+  const std::vector<BlockRun> runs{{0, 10, 5}, {50, 0, 1}};
+  auto pieces = detail::block_pieces(runs, packed, packed, 4096, 2);
+  ASSERT_EQ(pieces.size(), 2u);  // layers back to back, blocks back to back: one copy a run
+  EXPECT_EQ(pieces[0].width, 5u * 2 * 4096);
+  EXPECT_EQ(pieces[0].dst_offset, 10u * 2 * 4096);
+  EXPECT_EQ(detail::row_count(pieces), 2u);
+  // Layers apart on one side: a 2D copy per layer of a run.
+  const BlockGeometry layered =
+      detail::resolve_layout(side(100, 4096, 100 * 4096), 4096, 2, true, "destination");
+  pieces = detail::block_pieces(runs, packed, layered, 4096, 2);
+  ASSERT_EQ(pieces.size(), 4u);
+  EXPECT_EQ(pieces[0].height, 5u);
+  EXPECT_EQ(pieces[0].src_pitch, 2u * 4096);
+  EXPECT_EQ(pieces[0].dst_pitch, 4096u);
+  EXPECT_EQ(pieces[1].src_offset, 4096u);
+  EXPECT_EQ(pieces[1].dst_offset, 10u * 4096 + 100 * 4096);
+  EXPECT_EQ(detail::row_count(pieces), 12u);
+}
+
+TEST(BlockPlan, PathChoice) {
+  using detail::choose_block_path;
+  constexpr std::size_t k4 = 4096, m1 = std::size_t{1} << 20;
+  EXPECT_EQ(choose_block_path(BlockPath::batch, 1, 1, true, false, true), BlockPath::batch);
+  // Stores into host memory: the kernel below 1 MiB rows, one batch above.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, false, true), BlockPath::kernel);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * m1, 1024, true, false, true), BlockPath::batch);
+  // Loads from host memory: the kernel for 4 KiB rows only.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, true, true), BlockPath::kernel);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 16 * k4, 1024, true, true, true),
+            BlockPath::batch);
+  // No kernel, no batch (legacy stream, capture): the copy engines.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, true), BlockPath::batch);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, false),
+            BlockPath::copy_engine);
+  // Merged runs of 4 MiB and more: one DMA each.
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 64 * detail::copy_engine_min_row, 64, true, false, true),
+            BlockPath::copy_engine);
+}
+
+}  // namespace
+}  // namespace gpuxfer

@@ -109,6 +109,12 @@ def copy_blocks(
     ``stream=None`` waits until the blocks are there (and raises for device pairs out of range); with a
     stream the copy is queued on it and the call returns at once: keep the tensors alive and unchanged
     until the stream gets there. ``path``: automatic, copy_engine, batch or kernel. Returns the path taken.
+
+    >>> cache = torch.empty(4096, 16, 1024, dtype=torch.float16, device="cuda")   # 32 KiB blocks
+    >>> spill = torch.empty(8192, 16, 1024, dtype=torch.float16).pin_memory()
+    >>> pairs = torch.tensor([[0, 17], [5, 3], [6, 4]])                           # (src, dst) blocks
+    >>> path = gpuxfer.copy_blocks(cache, spill, pairs)                           # offload
+    >>> gpuxfer.copy_blocks(spill, cache, pairs.flip(1), stream=torch.cuda.current_stream())  # back
     """
     s = _region(src, "src")
     d = _region(dst, "dst")

@@ -97,8 +97,7 @@ class CommError(Error):
     code = "comm_error"
 
 
-# They print as gpuxfer.NoDeviceError, where users catch them, not as this private module's.
-for _cls in (
+_ALL = (
     Error,
     InvalidArgumentError,
     InvalidHostArrayError,
@@ -111,23 +110,12 @@ for _cls in (
     NcclError,
     DeviceFaultError,
     CommError,
-):
+)
+
+# They print as gpuxfer.NoDeviceError, where users catch them, not as this private module's.
+for _cls in _ALL:
     _cls.__module__ = "gpuxfer"
 del _cls
 
-BY_CODE: dict[str, type[Error]] = {
-    cls.code: cls
-    for cls in (
-        Error,
-        InvalidArgumentError,
-        InvalidBufferError,
-        InvalidOptionError,
-        NoDeviceError,
-        OutOfMemoryError,
-        UnsupportedError,
-        CudaError,
-        NcclError,
-        DeviceFaultError,
-        CommError,
-    )
-}
+# The class of each C++ Errc; InvalidHostArrayError shares invalid_argument's code and is raised by name.
+BY_CODE: dict[str, type[Error]] = {cls.code: cls for cls in _ALL if cls is not InvalidHostArrayError}

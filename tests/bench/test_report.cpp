@@ -32,8 +32,8 @@ const OpSpec& op_named(const std::string& name) {
 
 // ceiling_d2h at 256 MiB in @p ceiling_s, then gather in @p gather_s, on @p devices devices.
 void report_of(double ceiling_s, double gather_s, Report& report) {
-  const OpSpec& ceiling = op_named("ceiling_d2h");
-  const OpSpec& gather = op_named("gather");
+  const OpSpec ceiling = op_named("ceiling_d2h");
+  const OpSpec gather = op_named("gather");
   report.begin(ceiling);
   report.add(ceiling, 256 * MiB, stats_of(ceiling_s, ceiling_s, ceiling_s));
   report.end(ceiling);
@@ -69,8 +69,8 @@ TEST(BenchReport, ARatioJustUnderTheToleranceIsMetAndTheSpreadIsShown) {
 TEST(BenchReport, AHostBroadcastToSeveralDevicesMayPassOneLinksCeiling) {
   std::ostringstream out;
   Report report(out, 2, {256 * MiB});
-  const OpSpec& ceiling = op_named("ceiling_h2d_one");
-  const OpSpec& bcast = op_named("bcast_pinned");
+  const OpSpec ceiling = op_named("ceiling_h2d_one");
+  const OpSpec bcast = op_named("bcast_pinned");
   report.begin(ceiling);
   report.add(ceiling, 256 * MiB, stats_of(0.0050, 0.0050, 0.0050));
   report.end(ceiling);

@@ -112,11 +112,18 @@ GatedTimer::GatedTimer(const std::vector<Stream>& streams) : streams_(streams) {
 }
 
 double GatedTimer::time(const std::vector<std::size_t>& devices, const std::function<void()>& enqueue) {
+  const double seconds = time_once(devices, enqueue, gated_);
+  if (!gated_ || devices.size() != 1) return seconds;
+  return std::min(seconds, time_once(devices, enqueue, false));
+}
+
+double GatedTimer::time_once(const std::vector<std::size_t>& devices, const std::function<void()>& enqueue,
+                             bool gate) {
   const std::size_t first = devices.front();
   cudaStream_t lead = streams_[first].get();
   {
     DeviceGuard guard(streams_[first].ordinal());
-    if (gated_) gate_.hold(lead);
+    if (gate) gate_.hold(lead);
     cuda_check(cudaEventRecord(start_[first].get(), lead), "cudaEventRecord(start)");
   }
   for (const std::size_t d : devices) {
@@ -142,7 +149,7 @@ double GatedTimer::time(const std::vector<std::size_t>& devices, const std::func
   }
   gate_.release();
   cuda_check(cudaEventSynchronize(stop_[first].get()), "waiting for the timed copies");
-  if (gated_ && gate_.timed_out()) {
+  if (gate && gate_.timed_out()) {
     throw Error(Errc::cuda_error, "the spin kernel timed out: queueing the timed work blocked the host");
   }
   float ms = 0;

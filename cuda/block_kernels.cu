@@ -2,7 +2,7 @@
 // Loads come four 16-byte vectors per thread before their stores, so that reads of mapped host memory
 // over PCIe, which wait for their answers, keep many requests in flight. Launched through
 // cudaLaunchKernel, whose status is the launch's own.
-#include "engine/block_kernels.hpp"
+#include "cuda/block_kernels.hpp"
 
 namespace gpuxfer::detail {
 namespace {

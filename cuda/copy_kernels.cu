@@ -2,7 +2,7 @@
 // packing many small device ranges into one buffer so that one DMA moves them all (a block per piece), and
 // one small contiguous copy (a grid-strided loop). Launched through cudaLaunchKernel, whose status is the
 // launch's own (cudaGetLastError after a <<<>>> launch would also return an error left by earlier calls).
-#include "engine/copy_kernels.hpp"
+#include "cuda/copy_kernels.hpp"
 
 namespace gpuxfer::detail {
 namespace {

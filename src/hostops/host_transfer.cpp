@@ -1,4 +1,4 @@
-#include "comm/host_transfer.hpp"
+#include "hostops/host_transfer.hpp"
 
 #include <atomic>
 #include <cstring>
@@ -11,9 +11,9 @@
 #include <gpuxfer/host_buffer.hpp>
 #include <gpuxfer/options.hpp>
 
-#include "comm/comm_launch.hpp"
-#include "comm/host_gather_plan.hpp"
-#include "comm/shared_segment.hpp"
+#include "communicator/comm_launch.hpp"
+#include "hostops/host_gather_plan.hpp"
+#include "hostops/shared_segment.hpp"
 #include "memory/pool_state.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/log.hpp"

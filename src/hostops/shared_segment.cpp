@@ -1,4 +1,4 @@
-#include "comm/shared_segment.hpp"
+#include "hostops/shared_segment.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/secret.hpp"
+#include "bootstrap/secret.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

@@ -14,12 +14,12 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/comm_launch.hpp"
-#include "comm/communicator_state.hpp"
-#include "comm/deadline.hpp"
-#include "comm/host_transfer.hpp"
-#include "comm/launch_env.hpp"
-#include "comm/rendezvous.hpp"
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "communicator/comm_launch.hpp"
+#include "communicator/communicator_state.hpp"
+#include "hostops/host_transfer.hpp"
 #include "node/environment.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"

@@ -16,7 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "comm/shared_segment.hpp"
+#include "hostops/shared_segment.hpp"
 #include "runtime/deferred_release.hpp"
 #include "runtime/event.hpp"
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <string>
 
-#include "comm/init_address.hpp"
-#include "comm/launch_env.hpp"
-#include "comm/wire.hpp"
+#include "bootstrap/init_address.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/wire.hpp"
 
 namespace gpuxfer::detail {
 

@@ -1,11 +1,11 @@
-#include "comm/rendezvous.hpp"
+#include "bootstrap/rendezvous.hpp"
 
 #include <mutex>
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/file_rendezvous.hpp"
-#include "comm/tcp_rendezvous.hpp"
+#include "bootstrap/file_rendezvous.hpp"
+#include "bootstrap/tcp_rendezvous.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

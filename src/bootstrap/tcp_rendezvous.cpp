@@ -1,4 +1,4 @@
-#include "comm/tcp_rendezvous.hpp"
+#include "bootstrap/tcp_rendezvous.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,10 +13,10 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/deadline.hpp"
-#include "comm/rendezvous.hpp"
-#include "comm/secret.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/secret.hpp"
+#include "bootstrap/socket.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

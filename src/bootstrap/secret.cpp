@@ -1,4 +1,4 @@
-#include "comm/secret.hpp"
+#include "bootstrap/secret.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -11,7 +11,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/socket.hpp"
+#include "bootstrap/socket.hpp"
 
 #if GPUXFER_HAVE_LIBCRYPTO
 #include <openssl/crypto.h>

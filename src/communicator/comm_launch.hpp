@@ -13,7 +13,7 @@
 #include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
-#include "comm/communicator_state.hpp"
+#include "communicator/communicator_state.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/stream.hpp"
 

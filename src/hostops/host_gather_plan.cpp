@@ -1,4 +1,4 @@
-#include "comm/host_gather_plan.hpp"
+#include "hostops/host_gather_plan.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/shared_segment.hpp"
+#include "hostops/shared_segment.hpp"
 
 namespace gpuxfer::detail {
 namespace {

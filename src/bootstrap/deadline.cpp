@@ -1,4 +1,4 @@
-#include "comm/deadline.hpp"
+#include "bootstrap/deadline.hpp"
 
 #include <dlfcn.h>
 

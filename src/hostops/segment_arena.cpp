@@ -1,4 +1,4 @@
-#include "comm/segment_arena.hpp"
+#include "hostops/segment_arena.hpp"
 
 #include <algorithm>
 #include <atomic>

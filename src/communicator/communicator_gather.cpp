@@ -13,7 +13,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/comm_launch.hpp"
+#include "communicator/comm_launch.hpp"
 
 namespace gpuxfer {
 namespace detail {

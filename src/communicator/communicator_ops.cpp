@@ -9,7 +9,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/comm_launch.hpp"
+#include "communicator/comm_launch.hpp"
 
 namespace gpuxfer {
 

@@ -1,4 +1,4 @@
-#include "comm/init_address.hpp"
+#include "bootstrap/init_address.hpp"
 
 #include <charconv>
 #include <string>

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "comm/deadline.hpp"
+#include "bootstrap/deadline.hpp"
 
 namespace gpuxfer::detail {
 

@@ -1,4 +1,4 @@
-#include "comm/launch_env.hpp"
+#include "bootstrap/launch_env.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/secret.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/secret.hpp"
+#include "bootstrap/socket.hpp"
 #include "node/environment.hpp"
 
 namespace gpuxfer::detail {

@@ -22,9 +22,9 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
 
-#include "comm/comm_launch.hpp"
-#include "comm/host_transfer.hpp"
-#include "comm/segment_arena.hpp"
+#include "communicator/comm_launch.hpp"
+#include "hostops/host_transfer.hpp"
+#include "hostops/segment_arena.hpp"
 #include "memory/host_memory.hpp"
 
 namespace gpuxfer {

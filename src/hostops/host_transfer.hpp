@@ -20,7 +20,7 @@
 #include <gpuxfer/host_buffer.hpp>
 #include <gpuxfer/pinned_pool.hpp>
 
-#include "comm/communicator_state.hpp"
+#include "communicator/communicator_state.hpp"
 
 namespace gpuxfer::detail {
 

@@ -1,4 +1,4 @@
-#include "comm/socket.hpp"
+#include "bootstrap/socket.hpp"
 
 #include <cerrno>
 #include <cstring>

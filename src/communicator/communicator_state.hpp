@@ -15,9 +15,9 @@
 
 #include <gpuxfer/pinned_pool.hpp>
 
-#include "comm/host_gather_plan.hpp"
-#include "comm/nccl_comm.hpp"
-#include "comm/segment_arena.hpp"
+#include "communicator/nccl_comm.hpp"
+#include "hostops/host_gather_plan.hpp"
+#include "hostops/segment_arena.hpp"
 #include "memory/host_copy_workers.hpp"
 #include "runtime/event.hpp"
 #include "runtime/stream.hpp"

@@ -1,4 +1,4 @@
-#include "comm/nccl_comm.hpp"
+#include "communicator/nccl_comm.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -8,7 +8,7 @@
 #include <gpuxfer/detail/device_guard.hpp>
 #include <gpuxfer/error.hpp>
 
-#include "comm/deadline.hpp"
+#include "bootstrap/deadline.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/log.hpp"
 

@@ -24,10 +24,10 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
 
-#include "comm/comm_launch.hpp"
-#include "comm/host_transfer.hpp"
-#include "comm/segment_arena.hpp"
-#include "comm/shared_segment.hpp"
+#include "communicator/comm_launch.hpp"
+#include "hostops/host_transfer.hpp"
+#include "hostops/segment_arena.hpp"
+#include "hostops/shared_segment.hpp"
 #include "memory/host_buffer_view.hpp"
 #include "runtime/capture_mode.hpp"
 #include "runtime/cuda_check.hpp"

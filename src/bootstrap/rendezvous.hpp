@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launch_env.hpp"
+#include "bootstrap/launch_env.hpp"
 
 namespace gpuxfer::detail {
 

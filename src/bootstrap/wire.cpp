@@ -1,4 +1,4 @@
-#include "comm/wire.hpp"
+#include "bootstrap/wire.hpp"
 
 #include <algorithm>
 

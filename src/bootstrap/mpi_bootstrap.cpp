@@ -16,9 +16,9 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/deadline.hpp"
-#include "comm/host_gather_plan.hpp"
-#include "comm/launch_env.hpp"
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "hostops/host_gather_plan.hpp"
 #include "node/environment.hpp"
 
 namespace gpuxfer {

@@ -1,4 +1,4 @@
-#include "comm/file_rendezvous.hpp"
+#include "bootstrap/file_rendezvous.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -14,11 +14,11 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/deadline.hpp"
-#include "comm/rendezvous.hpp"
-#include "comm/secret.hpp"
-#include "comm/socket.hpp"
-#include "comm/wire.hpp"
+#include "bootstrap/deadline.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/secret.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/wire.hpp"
 #include "runtime/log.hpp"
 
 namespace gpuxfer::detail {

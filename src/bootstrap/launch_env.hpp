@@ -8,7 +8,7 @@
 
 #include <gpuxfer/options.hpp>
 
-#include "comm/init_address.hpp"
+#include "bootstrap/init_address.hpp"
 
 namespace gpuxfer::detail {
 
@@ -67,7 +67,7 @@ inline constexpr std::size_t max_job_bytes = 255;
 /// GPUXFER_TIMEOUT (seconds, fractions allowed) applies to all. The job's name: GPUXFER_JOB_ID (which
 /// `gpuxfer launch` sets), else the launcher's own: "torchrun:" TORCHELASTIC_RUN_ID, "openmpi:"
 /// OMPI_MCA_ess_base_jobid (Open MPI 4) or PMIX_NAMESPACE (5), "slurm:" SLURM_JOB_ID[.SLURM_STEP_ID];
-/// else empty. The job's secret: GPUXFER_SECRET or GPUXFER_SECRET_FILE (comm/secret.hpp), for a world of
+/// else empty. The job's secret: GPUXFER_SECRET or GPUXFER_SECRET_FILE (bootstrap/secret.hpp), for a world of
 /// several. Over TCP, rank 0 listens on the rendezvous host's address alone, or on GPUXFER_LISTEN_ADDR (a
 /// numeric address; 0.0.0.0 or :: for every interface); rank 0 of several takes GPUXFER_LISTEN_FD, the
 /// socket gpuxfer launch listens on for it.

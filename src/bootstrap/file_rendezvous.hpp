@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "comm/launch_env.hpp"
+#include "bootstrap/launch_env.hpp"
 
 namespace gpuxfer::detail {
 

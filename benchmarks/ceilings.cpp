@@ -7,7 +7,7 @@
 #include <memory>
 #include <thread>
 
-#include "comm/shared_segment.hpp"
+#include "hostops/shared_segment.hpp"
 #include "memory/streaming_copy.hpp"
 #include "ops.hpp"
 #include "raw_copies.hpp"

@@ -32,12 +32,12 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/secret.hpp"
-#include "comm/socket.hpp"
-#include "comm/wire.hpp"
-#include "runtime/cuda_check.hpp"
+#include "bootstrap/secret.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/wire.hpp"
 #include "commands.hpp"
 #include "rank_output.hpp"
+#include "runtime/cuda_check.hpp"
 
 extern char** environ;
 

@@ -19,7 +19,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/copy_kernels.hpp"
+#include "cuda/copy_kernels.hpp"
 #include "probes/probe.hpp"
 
 namespace {

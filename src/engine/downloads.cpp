@@ -9,7 +9,7 @@
 
 #include <gpuxfer/detail/device_guard.hpp>
 
-#include "engine/copy_kernels.hpp"
+#include "cuda/copy_kernels.hpp"
 #include "engine/host_pipeline.hpp"
 #include "memory/host_copy_workers.hpp"
 #include "memory/host_memory.hpp"

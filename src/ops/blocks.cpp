@@ -16,7 +16,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "engine/block_kernels.hpp"
+#include "cuda/block_kernels.hpp"
 #include "memory/host_memory.hpp"
 #include "ops/block_plan.hpp"
 #include "runtime/capture_mode.hpp"

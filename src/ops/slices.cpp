@@ -10,7 +10,7 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "engine/copy_kernels.hpp"
+#include "cuda/copy_kernels.hpp"
 #include "engine/operation_state.hpp"
 #include "engine/ordering.hpp"
 #include "engine/transfer_state.hpp"

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "comm/deadline.hpp"
+#include "bootstrap/deadline.hpp"
 
 /// Waits @p wait_ms for a call that takes @p call_ms and then sets @p ended: 1 when the call ended in
 /// time, 0 when it was left running.

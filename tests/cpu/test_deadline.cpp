@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/deadline.hpp"
+#include "bootstrap/deadline.hpp"
 
 namespace gpuxfer::detail {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/host_gather_plan.hpp"
-#include "comm/shared_segment.hpp"
 #include "common/expect_error.hpp"
+#include "hostops/host_gather_plan.hpp"
+#include "hostops/shared_segment.hpp"
 
 namespace gpuxfer {
 namespace {

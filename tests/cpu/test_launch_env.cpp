@@ -1,4 +1,4 @@
-// The launch environment of a job of several processes (src/comm/launch_env): each launcher's variables,
+// The launch environment of a job of several processes (src/bootstrap/launch_env): each launcher's variables,
 // their precedence, the rendezvous address and GPUXFER_TIMEOUT, and an error naming the variable and the
 // value for every bad one.
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "comm/launch_env.hpp"
-#include "comm/secret.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/secret.hpp"
 #include "common/env.hpp"
 #include "common/expect_error.hpp"
 

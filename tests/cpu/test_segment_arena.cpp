@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/segment_arena.hpp"
+#include "hostops/segment_arena.hpp"
 
 namespace gpuxfer {
 namespace {

@@ -17,9 +17,9 @@
 
 #include <gpuxfer/testing/pattern.hpp>
 
-#include "comm/shared_segment.hpp"
 #include "common/expect_error.hpp"
 #include "common/other_user.hpp"
+#include "hostops/shared_segment.hpp"
 
 namespace gpuxfer {
 namespace {

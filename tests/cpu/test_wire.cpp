@@ -1,11 +1,11 @@
-// The TCP rendezvous's messages (src/comm/wire): a Hello and a Reply come back from their bytes as they
+// The TCP rendezvous's messages (src/bootstrap/wire): a Hello and a Reply come back from their bytes as they
 // went in, a message cut anywhere is "not yet whole" rather than misread, long texts are cut at 255 bytes
 // on both sides alike, and a peer of another version or another program is recognised as such.
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "comm/wire.hpp"
+#include "bootstrap/wire.hpp"
 #include "common/expect_error.hpp"
 
 namespace gpuxfer {

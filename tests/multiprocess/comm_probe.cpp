@@ -76,8 +76,8 @@
 #include <gpuxfer/testing/cuda_resources.hpp>
 #include <gpuxfer/testing/pattern.hpp>
 
-#include "comm/launch_env.hpp"
-#include "comm/rendezvous.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/rendezvous.hpp"
 
 namespace {
 

@@ -14,10 +14,10 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/init_address.hpp"
-#include "comm/launch_env.hpp"
-#include "comm/rendezvous.hpp"
-#include "comm/socket.hpp"
+#include "bootstrap/init_address.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/socket.hpp"
 #include "fork_ranks.hpp"
 
 namespace gpuxfer::test {

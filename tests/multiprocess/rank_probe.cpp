@@ -29,8 +29,8 @@
 
 #include <gpuxfer/error.hpp>
 
-#include "comm/launch_env.hpp"
-#include "comm/rendezvous.hpp"
+#include "bootstrap/launch_env.hpp"
+#include "bootstrap/rendezvous.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "comm/secret.hpp"
+#include "bootstrap/secret.hpp"
 #include "job.hpp"
 #include "launch_run.hpp"
 

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "comm/rendezvous.hpp"
-#include "comm/secret.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/secret.hpp"
 #include "common/env.hpp"
 #include "common/other_user.hpp"
 #include "fork_ranks.hpp"

@@ -18,9 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/rendezvous.hpp"
-#include "comm/secret.hpp"
-#include "comm/tcp_rendezvous.hpp"
+#include "bootstrap/rendezvous.hpp"
+#include "bootstrap/secret.hpp"
+#include "bootstrap/tcp_rendezvous.hpp"
 #include "common/env.hpp"
 #include "fork_ranks.hpp"
 #include "job.hpp"

@@ -160,46 +160,37 @@ stress_totals() {
   grep -ohE '\[ stress   \] total:.*' "$@" 2>/dev/null | sort -u
 }
 
-# The names of the skipped tests of a ctest junit file whose reason is not one that only separate GPUs
-# answer (a second GPU, memory of another GPU, NCCL between GPUs): on one GPU with simulated devices, the
-# skips that should not happen.
-skips_one_gpu_should_run() {
-  python3 - "$1" <<'PY'
-import re, sys, xml.etree.ElementTree as ET
-real_gpus = re.compile(r"needs 2 GPUs|needs separate GPUs|NCCL is off between simulated devices|needs NCCL")
-try:
-    cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
-except (OSError, ET.ParseError):
-    cases = []
-for case in cases:
-    if case.get("status") != "skipped" and case.find("skipped") is None:
-        continue
-    if not real_gpus.search(case.findtext("system-out") or ""):
-        print(case.get("name"))
-PY
-}
-
-# "<count> x <reason>" for the skipped tests of a ctest junit file, one line per reason (GoogleTest's
-# message after "Skipped", else ctest's own), most frequent first.
-skip_reasons() {
-  python3 - "$1" <<'PY'
+# The skipped tests of a ctest junit file. skip_reasons <file>: "<count> x <reason>", one line per reason
+# (GoogleTest's message after "Skipped", else ctest's own), most frequent first. skips_one_gpu_should_run
+# <file>: the names of those whose reason is not one only separate GPUs answer (a second GPU, memory of
+# another GPU, NCCL between GPUs): on one GPU with simulated devices, the skips that should not happen.
+junit_skips() {
+  python3 - "$1" "$2" <<'PY'
 import collections, re, sys, xml.etree.ElementTree as ET
+real_gpus = re.compile(r"needs 2 GPUs|needs separate GPUs|NCCL is off between simulated devices|needs NCCL")
 reasons = collections.Counter()
 try:
     cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
 except (OSError, ET.ParseError):
     cases = []
 for case in cases:
-    if case.get("status") != "skipped" and case.find("skipped") is None:
+    skipped = case.find("skipped")
+    if case.get("status") != "skipped" and skipped is None:
         continue
     out = case.findtext("system-out") or ""
+    if sys.argv[2] == "unexpected":
+        if not real_gpus.search(out):
+            print(case.get("name"))
+        continue
     m = re.search(r"Skipped\n(.+)", out)
-    why = m.group(1).strip() if m else ((case.find("skipped").get("message") if case.find("skipped") is not None else "") or "no reason given")
+    why = m.group(1).strip() if m else ((skipped.get("message") if skipped is not None else "") or "no reason given")
     reasons[re.sub(r"\d{3,}", "N", why)[:160]] += 1
 for why, n in reasons.most_common():
     print(f"{n} x {why}")
 PY
 }
+skip_reasons() { junit_skips "$1" reasons; }
+skips_one_gpu_should_run() { junit_skips "$1" unexpected; }
 
 section "GPUs"
 {

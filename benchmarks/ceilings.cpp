@@ -36,8 +36,9 @@ std::vector<RawCopy> into_device_0(Bench& b, std::size_t size) {
 }
 
 // The raw-copy ceilings, one row each: bandwidths timed with events behind the spin gate, and the 4 KiB
-// latencies (a blocking caller's view: steady_clock around queueing the copies and waiting for them).
-enum class Clock { events, latency };
+// latencies (a blocking caller's view: steady_clock around queueing the copies and waiting for them, or
+// around replaying them captured in a CUDA graph).
+enum class Clock { events, latency, graph };
 
 struct CopyCeiling {
   const char* name;
@@ -63,18 +64,29 @@ const CopyCeiling copy_ceilings[] = {
      Clock::latency},
     {"latency_4k", "one 4 KiB cudaMemcpyAsync D2H + event per device, wait for all", all, d2h_every,
      Clock::latency},
+    {"latency_graph_raw_4k",
+     "one 4 KiB cudaMemcpyAsync D2H per device captured in a CUDA graph; launch + stream synchronise", all,
+     d2h_every, Clock::graph},
 };
 
 OpSpec copy_ceiling(const CopyCeiling& c) {
-  const bool latency = c.clock == Clock::latency;
+  const bool latency = c.clock != Clock::events;
   return {.name = c.name,
           .kind = Kind::ceiling,
           .what = std::string(c.what) + (latency ? " (steady_clock)" : " (events, spin gate)"),
           .bytes = c.bytes,
           .fixed_size = latency ? latency_bytes : 0,
           .waive = c.waive,
-          .run = [latency, plan = c.plan](Bench& b, std::size_t size) {
-            return b.measure(latency ? latency_case(b, plan(b, size)) : gated_copies(b, plan(b, size)));
+          .run = [clock = c.clock, plan = c.plan](Bench& b, std::size_t size) {
+            switch (clock) {
+              case Clock::latency:
+                return b.measure(latency_case(b, plan(b, size)));
+              case Clock::graph:
+                return b.measure(graph_latency_case(b, plan(b, size)));
+              case Clock::events:
+                break;
+            }
+            return b.measure(gated_copies(b, plan(b, size)));
           }};
 }
 
@@ -260,7 +272,7 @@ std::vector<OpSpec> ceiling_ops() {
   ops.push_back(host_copy_under_h2d_ceiling());
   for (const std::size_t threads : {1, 4}) ops.push_back(host_register_ceiling(threads));
   for (const CopyCeiling& c : copy_ceilings) {
-    if (c.clock == Clock::latency) ops.push_back(copy_ceiling(c));
+    if (c.clock != Clock::events) ops.push_back(copy_ceiling(c));
   }
   return ops;
 }

@@ -89,7 +89,9 @@ std::optional<Stats> latency_gather_4k(Bench& b, std::size_t) {
 }
 
 // gather_into_async(pinned, stream) of 4 KiB per device captured once in a CUDA graph; a sample is the
-// graph's launch and a synchronise of its stream, interleaved with the raw copies + events (latency_4k).
+// graph's launch and a synchronise of its stream, interleaved with the same raw copies captured in a
+// graph of their own (latency_graph_raw_4k). A replayed graph skips the per-call launches that a raw copy
+// + event pays (latency_4k), so that is no bound for it: on an H200 the graph ran 1.05 x faster.
 std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
   const std::size_t size = latency_bytes;
   auto out = std::make_shared<PinnedMemory>(b.devices() * size);
@@ -131,8 +133,8 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
               return b.check_host(out->span().subspan(p.offset, size), Bench::seed(run, p.device));
             });
           }};
-  return b.measure_interleaved(latency_case(b, d2h_copies(b, b.all_devices(), size)), replay, latency_rounds,
-                               latency_iters / latency_rounds);
+  return b.measure_interleaved(graph_latency_case(b, d2h_copies(b, b.all_devices(), size)), replay,
+                               latency_rounds, latency_iters / latency_rounds);
 }
 
 // gather_into(out) of every device's buffer; @p stream_ordered: gather_into_async on device 0's bench
@@ -313,13 +315,13 @@ std::vector<OpSpec> gather_ops() {
        .target = stream_form_target},
       {.name = "latency_graph_4k",
        .what = "gather_into_async(pinned) of 4 KiB per device captured in a CUDA graph, replayed (launch + "
-               "stream synchronise): latency against one raw 4 KiB copy + event per device, interleaved; "
+               "stream synchronise): latency against the same raw copies captured in a graph, interleaved; "
                "the least disturbed of 5 rounds",
        .bytes = all,
-       .ceiling = {"latency_4k"},
+       .ceiling = {"latency_graph_raw_4k"},
        .fixed_size = latency_bytes,
        .run = latency_graph_4k,
-       .target = 1.0,
+       .target = 1.0 / 1.05,
        .time_target = true},
   };
 }

@@ -1,6 +1,7 @@
 #include "raw_copies.hpp"
 
 #include <algorithm>
+#include <memory>
 
 namespace gpuxfer::bench {
 
@@ -75,6 +76,44 @@ Case latency_case(Bench& b, std::vector<RawCopy> copies) {
               [&b, copies, devices] {
                 enqueue_copies(b, copies, true);
                 b.wait_done(devices);
+              },
+          .check = [&b, copies](std::uint64_t run) { return check_copies(b, copies, run); },
+          .min_iters = latency_iters};
+}
+
+Case graph_latency_case(Bench& b, std::vector<RawCopy> copies) {
+  const std::vector<std::size_t> devices = stream_devices(copies);
+  const std::size_t first = devices.front();
+  const cudaStream_t stream = b.stream(first);
+  const DeviceGuard guard(b.ordinal(first));  // a capturing stream is taken to be of the current device
+  cudaGraph_t graph = nullptr;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "raw graph: begin capture");
+  try {
+    cuda_check(cudaEventRecord(b.done_event(first), stream), "raw graph: fork");
+    for (const std::size_t d : devices) {
+      if (d != first) cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
+    }
+    enqueue_copies(b, copies, true);
+    for (const std::size_t d : devices) {
+      if (d != first) cuda_check(cudaStreamWaitEvent(stream, b.done_event(d)), "raw graph: join");
+    }
+  } catch (...) {
+    static_cast<void>(cudaStreamEndCapture(stream, &graph));
+    if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
+    throw;
+  }
+  cuda_check(cudaStreamEndCapture(stream, &graph), "raw graph: end capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  static_cast<void>(cudaGraphDestroy(graph));
+  cuda_check(made, "raw graph: instantiate");
+  const std::shared_ptr<CUgraphExec_st> owned(
+      exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
+  return {.prepare = [&b, copies](std::uint64_t run) { prepare_copies(b, copies, run); },
+          .work =
+              [owned, stream] {
+                cuda_check(cudaGraphLaunch(owned.get(), stream), "raw graph: launch");
+                cuda_check(cudaStreamSynchronize(stream), "raw graph: synchronise");
               },
           .check = [&b, copies](std::uint64_t run) { return check_copies(b, copies, run); },
           .min_iters = latency_iters};

@@ -56,6 +56,11 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 /// (latency_iters samples at least): the least a blocking call that makes these copies can cost.
 [[nodiscard]] Case latency_case(Bench& b, std::vector<RawCopy> copies);
 
+/// A graph latency probe's case: @p copies captured once in a CUDA graph (forked from device 0's stream
+/// to every other device's and joined back), a sample being steady_clock around its launch and a
+/// synchronise of device 0's stream: the least a replayed graph that makes these copies can cost.
+[[nodiscard]] Case graph_latency_case(Bench& b, std::vector<RawCopy> copies);
+
 /// The rounds of a bandwidth measured interleaved with its ceiling (measure_against).
 inline constexpr int ceiling_rounds = 3;
 

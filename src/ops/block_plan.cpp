@@ -158,6 +158,11 @@ std::size_t row_count(std::span<const BlockPiece> pieces) noexcept {
   return rows;
 }
 
+std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept {
+  if (rows == 0 || total / rows < batch_split_min_row) return 1;
+  return std::clamp<std::size_t>(rows / batch_min_part_rows, 1, batch_streams);
+}
+
 BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows, bool kernel_ok,
                             bool loads_host, bool batch_ok) noexcept {
   if (requested != BlockPath::automatic) return requested;

@@ -1,7 +1,9 @@
 // copy_blocks: many fixed-size blocks between a device and host memory (or within one device), each at
 // its own slot. The plan (ops/block_plan) checks and merges the pairs; this file finds each region's
-// kind, picks the path and queues it on the caller's stream alone: the copies are ordered with the
-// stream's earlier and later work as any work of the stream is, no event, no staging, no thread.
+// kind, picks the path and queues it on the caller's stream: the copies are ordered with the stream's
+// earlier and later work as any work of the stream is, no staging, no thread. A batch of long rows is
+// split over side streams of the calling thread, forked from the caller's stream and joined back to it
+// by events, because the copy engines work on several copies at once only from several streams.
 #include <gpuxfer/block_copy.hpp>
 #include <gpuxfer/detail/device_guard.hpp>
 
@@ -116,8 +118,17 @@ void queue_copy_engine(std::span<const detail::BlockPiece> pieces, std::byte* sr
   }
 }
 
+// The calling thread's side streams on @p ordinal, created on first use (a stream costs far more than a
+// small copy): batch_streams - 1 of them.
+const std::vector<detail::Stream>& side_streams(int ordinal) {
+  thread_local std::map<int, std::vector<detail::Stream>> per_device;
+  std::vector<detail::Stream>& streams = per_device[ordinal];
+  while (streams.size() + 1 < detail::batch_streams) streams.emplace_back(ordinal);
+  return streams;
+}
+
 void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std::byte* dst,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int ordinal) {
   const std::size_t rows = detail::row_count(pieces);
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
@@ -125,19 +136,48 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
   dsts.reserve(rows);
   srcs.reserve(rows);
   sizes.reserve(rows);
+  std::size_t total = 0;
   for (const detail::BlockPiece& p : pieces) {
     for (std::size_t r = 0; r < p.height; ++r) {
       dsts.push_back(dst + p.dst_offset + r * p.dst_pitch);
       srcs.push_back(src + p.src_offset + r * p.src_pitch);
       sizes.push_back(p.width);
+      total += p.width;
     }
   }
-  cudaMemcpyAttributes attrs{};
-  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-  std::size_t attrs_index = 0;
-  GPUXFER_CUDA_TRY_CTX(
-      cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), rows, &attrs, &attrs_index, 1, stream),
-      "copy_blocks: cudaMemcpyBatchAsync of " + std::to_string(rows) + " copies");
+  const auto batch = [&](std::size_t lo, std::size_t hi, cudaStream_t s) {
+    cudaMemcpyAttributes attrs{};
+    attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attrs_index = 0;
+    GPUXFER_CUDA_TRY_CTX(cudaMemcpyBatchAsync(dsts.data() + lo, srcs.data() + lo, sizes.data() + lo, hi - lo,
+                                              &attrs, &attrs_index, 1, s),
+                         "copy_blocks: cudaMemcpyBatchAsync of " + std::to_string(hi - lo) + " copies");
+  };
+  const std::size_t parts = detail::batch_parts(total, rows);
+  if (parts == 1) {
+    batch(0, rows, stream);
+    return;
+  }
+  const std::vector<detail::Stream>& side = side_streams(ordinal);
+  const detail::SharedEvent fork = detail::record_event(ordinal, stream);
+  std::size_t forked = 0;  // side streams that wait for the fork and must be joined back
+  const auto join = [&] {
+    for (std::size_t j = 0; j < forked; ++j)
+      detail::stream_wait(stream, detail::record_event(ordinal, side[j].get()));
+  };
+  try {
+    batch(0, rows / parts, stream);
+    for (std::size_t j = 1; j < parts; ++j) {
+      const cudaStream_t s = side[j - 1].get();
+      detail::stream_wait(s, fork);
+      ++forked;
+      batch(rows * j / parts, rows * (j + 1) / parts, s);
+    }
+  } catch (...) {
+    join();  // what was queued stays ordered before the caller's later work
+    throw;
+  }
+  join();
 }
 
 BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordinal, bool capturing,
@@ -240,7 +280,7 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
                     "copy_blocks: cudaMemcpyBatchAsync refuses the legacy default stream: "
                     "give a stream of your own");
       }
-      queue_batch(pieces, src_base, dst_base, stream);
+      queue_batch(pieces, src_base, dst_base, stream, ordinal);
       break;
     default:
       path = BlockPath::copy_engine;

@@ -135,5 +135,16 @@ TEST(BlockPlan, PathChoice) {
             BlockPath::copy_engine);
 }
 
+// A batch is split over streams from 64 KiB rows on average, 16 rows a part at least, 8 parts at most.
+TEST(BlockPlan, BatchSplit) {
+  constexpr std::size_t k64 = std::size_t{64} << 10;
+  EXPECT_EQ(detail::batch_parts(0, 0), 1U);
+  EXPECT_EQ(detail::batch_parts(1024 * (k64 - 1), 1024), 1U);  // 16 KiB rows and the like: one stream
+  EXPECT_EQ(detail::batch_parts(1024 * k64, 1024), 8U);
+  EXPECT_EQ(detail::batch_parts(37 * k64, 37), 2U);
+  EXPECT_EQ(detail::batch_parts(15 * k64, 15), 1U);
+  EXPECT_EQ(detail::batch_parts(64 * detail::copy_engine_min_row, 64), 4U);
+}
+
 }  // namespace
 }  // namespace gpuxfer

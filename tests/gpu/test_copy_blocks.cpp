@@ -227,28 +227,57 @@ TEST_F(CopyBlocksTest, DevicePairsOutOfRangeAreReported) {
 }
 
 // A producer on the stream writes the source slowly; the copy queued after it must see its bytes, and a
-// writer queued after the copy must not reach the copy's source first.
+// writer queued after the copy must not reach the copy's source first. At 64 KiB the batch is split over
+// side streams, which must wait for the producer and be joined back before the writer.
 TEST_F(CopyBlocksTest, OrderedWithProducersAndLaterWriters) {
-  constexpr std::size_t blocks = 256, bb = 16 * kKiB;
+  constexpr std::size_t blocks = 256;
+  for (const std::size_t bb : {16 * kKiB, 64 * kKiB}) {
+    DeviceMemory dev(ordinal(0), blocks * bb);
+    PinnedMemory host(blocks * bb);
+    const auto pairs = make_pairs(blocks, blocks, blocks, false, seed(0));
+    Stream stream(ordinal(0));
+    for (const BlockPath path : {BlockPath::copy_engine, BlockPath::batch, BlockPath::kernel}) {
+      const std::string what = std::string(to_string(path)) + ", " + std::to_string(bb) + "-byte blocks";
+      std::memset(host.data(), static_cast<int>(kPoison), host.size());
+      poison_device(ordinal(0), dev.get(), dev.size());
+      const DeviceGuard guard(ordinal(0));
+      pattern::fill_device_slow(dev.get(), dev.size(), seed(0), 20'000'000, stream.get());
+      BlockCopy c{{dev.get(), blocks}, {host.data(), blocks}, pairs.data(), blocks, bb, 1};
+      c.path = path;
+      EXPECT_EQ(copy_blocks_async(c, stream.get()), path);
+      EXPECT_TRUE(still_running(ordinal(0), stream.get(), "after copy_blocks_async, " + what));
+      pattern::fill_device(dev.get(), dev.size(), other_seed(0), 0, stream.get());  // the later writer
+      stream.synchronize();
+      for (std::size_t k = 0; k < blocks; ++k) {
+        ASSERT_TRUE(host_matches(host.span().subspan(pairs[2 * k + 1] * bb, bb), seed(0), pairs[2 * k] * bb,
+                                 what + ", pair " + std::to_string(k)));
+      }
+    }
+  }
+}
+
+// Host to device with the batch split over side streams: a slow kernel on the stream writes the
+// destination blocks first; every part of the copy must land after it, never under it.
+TEST_F(CopyBlocksTest, SplitBatchToDeviceLandsAfterEarlierWriters) {
+  constexpr std::size_t blocks = 256, bb = 64 * kKiB;
   DeviceMemory dev(ordinal(0), blocks * bb);
   PinnedMemory host(blocks * bb);
   const auto pairs = make_pairs(blocks, blocks, blocks, false, seed(0));
+  pattern::fill_host(host.span(), seed(0));
+  poison_device(ordinal(0), dev.get(), dev.size());
   Stream stream(ordinal(0));
-  for (const BlockPath path : {BlockPath::copy_engine, BlockPath::batch, BlockPath::kernel}) {
-    std::memset(host.data(), static_cast<int>(kPoison), host.size());
-    poison_device(ordinal(0), dev.get(), dev.size());
-    const DeviceGuard guard(ordinal(0));
-    pattern::fill_device_slow(dev.get(), dev.size(), seed(0), 20'000'000, stream.get());
-    BlockCopy c{{dev.get(), blocks}, {host.data(), blocks}, pairs.data(), blocks, bb, 1};
-    c.path = path;
-    EXPECT_EQ(copy_blocks_async(c, stream.get()), path);
-    EXPECT_TRUE(still_running(ordinal(0), stream.get(), "after copy_blocks_async"));
-    pattern::fill_device(dev.get(), dev.size(), other_seed(0), 0, stream.get());  // the later writer
-    stream.synchronize();
-    for (std::size_t k = 0; k < blocks; ++k) {
-      ASSERT_TRUE(host_matches(host.span().subspan(pairs[2 * k + 1] * bb, bb), seed(0), pairs[2 * k] * bb,
-                               std::string(to_string(path)) + ", pair " + std::to_string(k)));
-    }
+  const DeviceGuard guard(ordinal(0));
+  pattern::fill_device_slow(dev.get(), dev.size(), other_seed(0), 20'000'000, stream.get());
+  BlockCopy c{{host.data(), blocks}, {dev.get(), blocks}, pairs.data(), blocks, bb, 1};
+  c.path = BlockPath::batch;
+  EXPECT_EQ(copy_blocks_async(c, stream.get()), BlockPath::batch);
+  EXPECT_TRUE(still_running(ordinal(0), stream.get(), "after copy_blocks_async"));
+  stream.synchronize();
+  std::vector<std::byte> got(dev.size());
+  cuda_check(cudaMemcpy(got.data(), dev.get(), got.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (std::size_t k = 0; k < blocks; ++k) {
+    ASSERT_TRUE(host_matches(std::span(got).subspan(pairs[2 * k + 1] * bb, bb), seed(0), pairs[2 * k] * bb,
+                             "pair " + std::to_string(k)));
   }
 }
 

@@ -27,58 +27,46 @@ enum class NumaPlacement {
 /// Parses auto/automatic, on, off (any case). @throws Error(Errc::invalid_option)
 [[nodiscard]] NumaPlacement parse_numa_placement(std::string_view text);
 
-/// Settings of a MultiGpuManager. Every field has an environment variable that sets its default
-/// (Options::from_env); a value set in code wins over the environment.
-///
-/// | field | variable | example |
-/// |---|---|---|
-/// | devices | GPUXFER_DEVICES | `0,1` (CUDA ordinals after CUDA_VISIBLE_DEVICES) |
-/// | min_devices | GPUXFER_MIN_DEVICES | `0` |
-/// | enable_peer_access | GPUXFER_PEER_ACCESS | `0` / `1` / `off` / `on` |
-/// | enable_nccl | GPUXFER_NCCL | `0` / `1` |
-/// | pool_limit_bytes | GPUXFER_POOL_LIMIT | `4GiB`, `512M`, `1048576` |
-/// | pool_reserve | GPUXFER_POOL_RESERVE | `2x256MiB`, `64MiB,8MiB` |
-/// | chunk_bytes | GPUXFER_CHUNK_BYTES | `8MiB` |
-/// | host_threads | GPUXFER_HOST_THREADS | `8` |
-/// | numa | GPUXFER_NUMA | `auto` / `on` / `off` |
-/// | capture_copy_kernels | GPUXFER_CAPTURE_KERNELS | `0` / `1` |
-/// | simulated_devices | GPUXFER_SIMULATED_DEVICES | `4` |
+/// Settings of a MultiGpuManager. Each field's default comes from the GPUXFER_* variable its comment
+/// names (Options::from_env; docs/ENVIRONMENT.md lists them with examples); a value set in code wins.
 struct Options {
-  /// CUDA ordinals to use, in this order; empty means every visible device.
+  /// CUDA ordinals to use, in this order; empty means every visible device. GPUXFER_DEVICES=0,1
   std::vector<int> devices;
   /// Fewer usable devices than this makes MultiGpuManager::create throw Errc::no_device. 0 is allowed:
-  /// the manager then has whatever devices exist, possibly none.
+  /// the manager then has whatever devices exist, possibly none. GPUXFER_MIN_DEVICES
   int min_devices = 1;
-  /// Enable peer access between every pair of devices that supports it.
+  /// Enable peer access between every pair of devices that supports it. GPUXFER_PEER_ACCESS
   bool enable_peer_access = true;
-  /// Use NCCL for device-rooted broadcasts when it is available.
+  /// Use NCCL for device-rooted broadcasts when it is available. GPUXFER_NCCL
   bool enable_nccl = true;
   /// Upper bound on pinned host memory held by the staging pool (in use plus cached); at least
-  /// min_pool_chunks x chunk_bytes.
+  /// min_pool_chunks x chunk_bytes. GPUXFER_POOL_LIMIT=4GiB
   std::size_t pool_limit_bytes = std::size_t{16} << 30;
   /// Pinned blocks the pool allocates for each device when the manager is made (on the device's staging
   /// node), so that no call pins them later: pinning costs about 100 ms per 256 MiB. A loop that keeps the
   /// previous gather's result while the next one runs needs two blocks of the buffer's size per device
   /// (`2x256MiB`); one transfer of a size needs one. Empty: none; the pool pins as calls ask.
+  /// GPUXFER_POOL_RESERVE=2x256MiB
   std::vector<std::size_t> pool_reserve;
   /// Chunk size of the pipelined paths (the staged device copy, scatter/all-gather broadcast); pageable
-  /// transfers take chunks of at most 4 MiB, fewer when this is smaller.
+  /// transfers take chunks of at most 4 MiB, fewer when this is smaller. GPUXFER_CHUNK_BYTES=8MiB
   std::size_t chunk_bytes = std::size_t{8} << 20;
   /// Threads that copy between pageable and pinned host memory, besides the calling thread (which queues
-  /// the GPU's copies of a pageable transfer meanwhile).
+  /// the GPU's copies of a pageable transfer meanwhile). GPUXFER_HOST_THREADS
   unsigned host_threads = default_host_threads();
-  /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads threads).
+  /// NUMA placement of each device's staging memory and host copy threads (per node: host_threads
+  /// threads). GPUXFER_NUMA=auto|on|off
   NumaPlacement numa = NumaPlacement::automatic;
   /// A gather captured into a CUDA graph copies each device's piece of at most 64 KiB, 16-byte aligned at
   /// both ends, into pinned memory the device maps at its own address, with a small kernel (a replay runs
   /// it sooner than a copy-engine node); false keeps every captured copy on the copy engines, using no SM,
-  /// for graphs whose kernels should have every SM to themselves.
+  /// for graphs whose kernels should have every SM to themselves. GPUXFER_CAPTURE_KERNELS
   bool capture_copy_kernels = true;
   /// 0: one device per GPU. N > 0: N logical devices spread round-robin over the GPUs the manager would
   /// otherwise use (devices, or every visible one), each with its own streams, staging and ordering, as
   /// a separate GPU would have; for developing and testing multi-GPU code on fewer GPUs. Between two
   /// logical devices of one GPU a copy is a device-to-device copy (LinkKind::same_gpu) and NCCL is off.
-  /// See docs/SIMULATED_DEVICES.md for what it does not simulate.
+  /// See docs/SIMULATED_DEVICES.md for what it does not simulate. GPUXFER_SIMULATED_DEVICES
   std::size_t simulated_devices = 0;
 
   /// The most simulated devices a manager takes.

@@ -329,10 +329,11 @@ if ((run_bench)); then
   fi
   # The probes (informational, appended to bench.log): the small calls alone, back to back and after
   # pauses; a pageable gather with part of its destination registered per call; a small copy replayed from
-  # a graph as a memcpy node and as a kernel node.
+  # a graph as a memcpy node and as a kernel node; a batch of blocks on one stream and split over several.
   run_probe gpuxfer-probe-small-calls "median|timeline|probe-small-calls:"
   run_probe gpuxfer-probe-partial-registration "alone|registered per call|probe-partial-registration:"
   run_probe gpuxfer-probe-graph-nodes "round 2|wrong bytes:|probe-graph-nodes:"
+  run_probe gpuxfer-probe-batch-streams "KiB x|probe-batch-streams:"
 fi
 
 # --- the cross-process bench ----------------------------------------------------------------------

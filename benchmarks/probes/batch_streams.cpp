@@ -1,0 +1,177 @@
+// gpuxfer-probe-batch-streams: how many copy-engine copies run at once. 64 MiB of blocks between device
+// memory and pinned host memory in random order (4 KiB to 256 KiB blocks, each direction), as one
+// cudaMemcpyBatchAsync on one stream and as the same rows split over 2, 4 and 8 streams (forked from the
+// first by an event and joined back), beside one copy of all the bytes (the link). Each form's time is
+// the best of 7, by events on the first stream; the bytes of every form's last sample are checked. It is
+// why copy_blocks splits a batch of long rows over side streams (docs/BLOCKS.md).
+//
+//   gpuxfer-probe-batch-streams
+//
+// Exit 0 when the bytes were right, 1 otherwise or on a CUDA error, 2 without a GPU.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "probes/probe.hpp"
+
+namespace {
+
+using gpuxfer::probe::check;
+
+constexpr std::size_t total = std::size_t{64} << 20;
+constexpr int tries = 7;
+constexpr int max_streams = 8;
+
+struct Resources {
+  std::byte* device = nullptr;
+  std::byte* host = nullptr;
+  cudaStream_t streams[max_streams] = {};
+  cudaEvent_t joins[max_streams] = {};  // joins[0]: the fork
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+};
+
+// Milliseconds of the best of `tries` runs of @p queue (which queues on the streams it is given), timed
+// on streams[0] around a fork to and a join of the first @p k streams.
+template <typename Queue>
+float best_ms(const Resources& r, int k, const Queue& queue) {
+  float best = 1e30F;
+  for (int t = 0; t < tries; ++t) {
+    check(cudaEventRecord(r.start, r.streams[0]), "cudaEventRecord");
+    check(cudaEventRecord(r.joins[0], r.streams[0]), "cudaEventRecord");
+    for (int j = 1; j < k; ++j) check(cudaStreamWaitEvent(r.streams[j], r.joins[0]), "cudaStreamWaitEvent");
+    queue();
+    for (int j = 1; j < k; ++j) {
+      check(cudaEventRecord(r.joins[j], r.streams[j]), "cudaEventRecord");
+      check(cudaStreamWaitEvent(r.streams[0], r.joins[j]), "cudaStreamWaitEvent");
+    }
+    check(cudaEventRecord(r.stop, r.streams[0]), "cudaEventRecord");
+    check(cudaEventSynchronize(r.stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime");
+    best = std::min(best, ms);
+  }
+  return best;
+}
+
+// Fills the source with a pattern of @p salt and poisons the destination; checks after.
+struct Data {
+  const Resources& r;
+  bool h2d;
+  std::size_t block;
+  const std::vector<std::size_t>& slot;  // host slot of device block i
+  std::vector<std::byte> pattern;
+
+  void prepare(unsigned salt) {
+    pattern.resize(total);
+    for (std::size_t i = 0; i < total; ++i) pattern[i] = static_cast<std::byte>((i * 13 + salt) >> 3);
+    if (h2d) {
+      std::memcpy(r.host, pattern.data(), total);
+      check(cudaMemset(r.device, 0xA5, total), "cudaMemset");
+    } else {
+      check(cudaMemcpy(r.device, pattern.data(), total, cudaMemcpyHostToDevice), "fill the device");
+      std::memset(r.host, 0xA5, total);
+    }
+  }
+  // Every block where the pairs put it: device block i <-> host slot slot[i].
+  [[nodiscard]] bool right() const {
+    std::vector<std::byte> dev(total);
+    check(cudaMemcpy(dev.data(), r.device, total, cudaMemcpyDeviceToHost), "read the device");
+    for (std::size_t i = 0; i < slot.size(); ++i) {
+      const std::byte* want = h2d ? pattern.data() + slot[i] * block : pattern.data() + i * block;
+      const std::byte* got = h2d ? dev.data() + i * block : r.host + slot[i] * block;
+      if (std::memcmp(want, got, block) != 0) return false;
+    }
+    return true;
+  }
+};
+
+bool measure(const Resources& r, std::size_t block, bool h2d) {
+  const std::size_t n = total / block;
+  std::vector<std::size_t> slot(n);
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), std::mt19937_64(42 + block));
+  std::vector<void*> dsts(n);
+  std::vector<const void*> srcs(n);
+  const std::vector<std::size_t> sizes(n, block);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::byte* host = r.host + slot[i] * block;
+    std::byte* dev = r.device + i * block;
+    dsts[i] = h2d ? static_cast<void*>(dev) : static_cast<void*>(host);
+    srcs[i] = h2d ? static_cast<const void*>(host) : static_cast<const void*>(dev);
+  }
+  Data data{r, h2d, block, slot, {}};
+  const float link = best_ms(r, 1, [&] {
+    check(cudaMemcpyAsync(h2d ? static_cast<void*>(r.device) : static_cast<void*>(r.host),
+                          h2d ? static_cast<const void*>(r.host) : static_cast<const void*>(r.device), total,
+                          cudaMemcpyDefault, r.streams[0]),
+          "cudaMemcpyAsync");
+  });
+  std::printf("%s %4zu KiB x %5zu: link %6.2f GB/s; one batch over k streams, fraction of the link:",
+              h2d ? "H2D" : "D2H", block >> 10, n, static_cast<double>(total) / (link * 1e6));
+  bool right = true;
+  unsigned salt = static_cast<unsigned>(block >> 10) + (h2d ? 1000U : 0U);
+  for (const int k : {1, 2, 4, 8}) {
+    data.prepare(++salt);
+    const float ms = best_ms(r, k, [&] {
+      for (int j = 0; j < k; ++j) {
+        const std::size_t lo = n * j / k;
+        const std::size_t hi = n * (j + 1) / k;
+        cudaMemcpyAttributes attrs{};
+        attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        std::size_t attrs_index = 0;
+        check(cudaMemcpyBatchAsync(dsts.data() + lo, srcs.data() + lo, sizes.data() + lo, hi - lo, &attrs,
+                                   &attrs_index, 1, r.streams[j]),
+              "cudaMemcpyBatchAsync");
+      }
+    });
+    const bool ok = data.right();
+    right = right && ok;
+    std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
+  }
+  std::printf("\n");
+  return right;
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "gpuxfer-probe-batch-streams: no CUDA device: %s\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
+    return 2;
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  Resources r;
+  check(cudaMalloc(reinterpret_cast<void**>(&r.device), total), "cudaMalloc");
+  check(cudaHostAlloc(reinterpret_cast<void**>(&r.host), total, cudaHostAllocPortable), "cudaHostAlloc");
+  for (int j = 0; j < max_streams; ++j) {
+    check(cudaStreamCreateWithFlags(&r.streams[j], cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaEventCreateWithFlags(&r.joins[j], cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  check(cudaEventCreate(&r.start), "cudaEventCreate");
+  check(cudaEventCreate(&r.stop), "cudaEventCreate");
+  bool right = true;
+  for (const std::size_t block : {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
+                                  std::size_t{256} << 10}) {
+    for (const bool h2d : {false, true}) right = measure(r, block, h2d) && right;
+  }
+  for (int j = 0; j < max_streams; ++j) {
+    check(cudaEventDestroy(r.joins[j]), "cudaEventDestroy");
+    check(cudaStreamDestroy(r.streams[j]), "cudaStreamDestroy");
+  }
+  check(cudaEventDestroy(r.start), "cudaEventDestroy");
+  check(cudaEventDestroy(r.stop), "cudaEventDestroy");
+  check(cudaFreeHost(r.host), "cudaFreeHost");
+  check(cudaFree(r.device), "cudaFree");
+  std::printf("# gpuxfer-probe-batch-streams: %s\n", right ? "OK: every byte right" : "FAILED: wrong bytes");
+  return right ? 0 : 1;
+}

@@ -160,8 +160,8 @@ int main() {
   check(cudaEventCreate(&r.start), "cudaEventCreate");
   check(cudaEventCreate(&r.stop), "cudaEventCreate");
   bool right = true;
-  for (const std::size_t block : {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
-                                  std::size_t{256} << 10}) {
+  for (const std::size_t block :
+       {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10}) {
     for (const bool h2d : {false, true}) right = measure(r, block, h2d) && right;
   }
   for (int j = 0; j < max_streams; ++j) {

@@ -98,24 +98,9 @@ std::optional<Stats> latency_graph_4k(Bench& b, std::size_t) {
   prepare_sources(b, 0, size);
   const cudaStream_t stream = b.stream(0);
   const DeviceGuard guard(b.ordinal(0));  // a capturing stream is taken to be of the current device
-  cudaGraph_t graph = nullptr;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-             "latency_graph_4k: begin capture");
   std::vector<GatherPiece> pieces;  // where every replay writes each device's bytes
-  try {
-    pieces = b.xfer().gather_into_async(out->span(), stream);
-  } catch (...) {
-    static_cast<void>(cudaStreamEndCapture(stream, &graph));
-    if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
-    throw;
-  }
-  cuda_check(cudaStreamEndCapture(stream, &graph), "latency_graph_4k: end capture");
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  static_cast<void>(cudaGraphDestroy(graph));
-  cuda_check(made, "latency_graph_4k: instantiate");
-  const std::shared_ptr<CUgraphExec_st> owned(
-      exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
+  const std::shared_ptr<CUgraphExec_st> owned = capture_graph(
+      stream, [&] { pieces = b.xfer().gather_into_async(out->span(), stream); }, "latency_graph_4k");
   const Case replay{
       .prepare =
           [&b, out, size](std::uint64_t run) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 namespace gpuxfer::bench {
 
@@ -81,34 +82,44 @@ Case latency_case(Bench& b, std::vector<RawCopy> copies) {
           .min_iters = latency_iters};
 }
 
-Case graph_latency_case(Bench& b, std::vector<RawCopy> copies) {
-  const std::vector<std::size_t> devices = stream_devices(copies);
-  const std::size_t first = devices.front();
-  const cudaStream_t stream = b.stream(first);
-  const DeviceGuard guard(b.ordinal(first));  // a capturing stream is taken to be of the current device
+std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::function<void()>& queue,
+                                              const char* what) {
   cudaGraph_t graph = nullptr;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "raw graph: begin capture");
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             (std::string(what) + ": begin capture").c_str());
   try {
-    cuda_check(cudaEventRecord(b.done_event(first), stream), "raw graph: fork");
-    for (const std::size_t d : devices) {
-      if (d != first) cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
-    }
-    enqueue_copies(b, copies, true);
-    for (const std::size_t d : devices) {
-      if (d != first) cuda_check(cudaStreamWaitEvent(stream, b.done_event(d)), "raw graph: join");
-    }
+    queue();
   } catch (...) {
     static_cast<void>(cudaStreamEndCapture(stream, &graph));
     if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
     throw;
   }
-  cuda_check(cudaStreamEndCapture(stream, &graph), "raw graph: end capture");
+  cuda_check(cudaStreamEndCapture(stream, &graph), (std::string(what) + ": end capture").c_str());
   cudaGraphExec_t exec = nullptr;
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   static_cast<void>(cudaGraphDestroy(graph));
-  cuda_check(made, "raw graph: instantiate");
-  const std::shared_ptr<CUgraphExec_st> owned(
-      exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); });
+  cuda_check(made, (std::string(what) + ": instantiate").c_str());
+  return {exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); }};
+}
+
+Case graph_latency_case(Bench& b, std::vector<RawCopy> copies) {
+  const std::vector<std::size_t> devices = stream_devices(copies);
+  const std::size_t first = devices.front();
+  const cudaStream_t stream = b.stream(first);
+  const DeviceGuard guard(b.ordinal(first));  // a capturing stream is taken to be of the current device
+  const std::shared_ptr<CUgraphExec_st> owned = capture_graph(
+      stream,
+      [&] {
+        cuda_check(cudaEventRecord(b.done_event(first), stream), "raw graph: fork");
+        for (const std::size_t d : devices) {
+          if (d != first) cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
+        }
+        enqueue_copies(b, copies, true);
+        for (const std::size_t d : devices) {
+          if (d != first) cuda_check(cudaStreamWaitEvent(stream, b.done_event(d)), "raw graph: join");
+        }
+      },
+      "raw graph");
   return {.prepare = [&b, copies](std::uint64_t run) { prepare_copies(b, copies, run); },
           .work =
               [owned, stream] {

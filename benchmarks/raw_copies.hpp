@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -55,6 +57,11 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 /// A latency probe's case: steady_clock around queueing @p copies and waiting for an event per device
 /// (latency_iters samples at least): the least a blocking call that makes these copies can cost.
 [[nodiscard]] Case latency_case(Bench& b, std::vector<RawCopy> copies);
+
+/// What @p queue queues on @p stream (a stream of the current device), captured in a CUDA graph and
+/// instantiated; the graph is destroyed on a failure, @p what names the failing step.
+[[nodiscard]] std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::function<void()>& queue,
+                                                           const char* what);
 
 /// A graph latency probe's case: @p copies captured once in a CUDA graph (forked from device 0's stream
 /// to every other device's and joined back), a sample being steady_clock around its launch and a

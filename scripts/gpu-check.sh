@@ -5,7 +5,8 @@
 #   --default   --tests, --bench, --ranks and --python, in that order
 #   --tests     every test (in parallel across GPUs through a ctest resource spec when there are 2+),
 #               `gpuxfer check` and the README example
-#   --bench     the bench's short mode and the probes, with the perf floors
+#   --bench     the bench's short mode and the probes, with the perf floors; GPUXFER_BENCH_RUNS=3 runs
+#               the bench three times and checks that the runs agree (perf_report.py --agree)
 #   --ranks     the bench's cross-process short mode (`gpuxfer launch -n <GPUs> gpuxfer-bench --ranks
 #               --short`; a world of one, informational, on one GPU) and, with 2+ GPUs, the same over
 #               NCCL's network path and torch.distributed's baseline beside it (with torchrun)
@@ -44,7 +45,7 @@ for arg in "$@"; do
     --python) run_python=1 ;;
     --all) run_tests=1 run_bench=1 run_ranks=1 run_one_gpu=1 run_sanitize=1 run_python=1 ;;
     -h | --help)
-      sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
       exit 0
       ;;
     *)
@@ -308,23 +309,50 @@ fi
 # --- the bench -------------------------------------------------------------------------------------
 bench=$build/benchmarks/gpuxfer-bench
 if ((run_bench)); then
-  if [[ -x $bench ]] && step_limit 0 "bench"; then
-    section "bench (short)"
-    timeout "$limit" "$bench" --short --json "$logs/bench.json" >"$logs/bench.log" 2>&1
+  # GPUXFER_BENCH_RUNS=N runs the bench N times back to back (the first run's JSON is bench.json, the
+  # others stay in $work), checks each against the floors and then the runs' agreement: every headline
+  # row with a target within 5% (perf_report.py --agree).
+  bench_runs=${GPUXFER_BENCH_RUNS:-1}
+  bench_jsons=()
+  : >"$logs/bench.log"
+  for ((run = 1; run <= bench_runs; run++)); do
+    [[ -x $bench ]] && step_limit 0 "bench run $run of $bench_runs" || break
+    json=$logs/bench.json
+    ((run == 1)) || json=$work/bench-$run.json
+    section "bench (short), run $run of $bench_runs"
+    timeout "$limit" "$bench" --short --json "$json" >"$work/bench-run.log" 2>&1
     bench_rc=$?
-    tail -n 30 "$logs/bench.log"
-    summary+=("bench: exit code $bench_rc$(stopped_note "$bench_rc"); headline (ratio to the ceiling measured in the same run):")
-    while IFS= read -r line; do summary+=("  $line"); done < <(
-      sed -n '/^# headline/,$p' "$logs/bench.log" | grep -v '^\s*$')
-    ((bench_rc == 0)) || failures+=("bench")
+    cat "$work/bench-run.log" >>"$logs/bench.log"
+    tail -n 30 "$work/bench-run.log"
+    if ((run == 1)); then
+      summary+=("bench: exit code $bench_rc$(stopped_note "$bench_rc"); headline (ratio to the ceiling measured in the same run):")
+      while IFS= read -r line; do summary+=("  $line"); done < <(
+        sed -n '/^# headline/,$p' "$work/bench-run.log" | grep -v '^\s*$')
+    else
+      summary+=("bench run $run of $bench_runs: exit code $bench_rc$(stopped_note "$bench_rc")")
+    fi
+    ((bench_rc == 0)) || failures+=("bench (run $run)")
     # A headline ratio clearly below its floor (benchmarks/data/floors.json) is a regression: fail at once.
-    if [[ -s $logs/bench.json ]] && ((bench_rc == 0)); then
-      floors=$(python3 benchmarks/python/perf_report.py "$logs/bench.json" --floors benchmarks/data/floors.json 2>&1)
+    if [[ -s $json ]] && ((bench_rc == 0)); then
+      bench_jsons+=("$json")
+      floors=$(python3 benchmarks/python/perf_report.py "$json" --floors benchmarks/data/floors.json 2>&1)
       floors_rc=$?
       while IFS= read -r line; do summary+=("  $line"); done <<<"$floors"
-      ((floors_rc == 0)) || failures+=("perf floors")
+      ((floors_rc == 0)) || failures+=("perf floors (run $run)")
     fi
-  elif [[ ! -x $bench ]]; then
+  done
+  if ((bench_runs > 1)); then
+    if ((${#bench_jsons[@]} == bench_runs)); then
+      agree=$(python3 benchmarks/python/perf_report.py "${bench_jsons[@]:0:1}" --agree "${bench_jsons[@]:1}" 2>&1)
+      agree_rc=$?
+      while IFS= read -r line; do summary+=("  $line"); done <<<"$agree"
+      ((agree_rc == 0)) || failures+=("perf agreement")
+    else
+      summary+=("perf agreement: not checked: ${#bench_jsons[@]} of $bench_runs runs gave results")
+      failures+=("perf agreement")
+    fi
+  fi
+  if [[ ! -x $bench ]]; then
     summary+=("bench: no $bench, not run")
   fi
   # The probes (informational, appended to bench.log): the small calls alone, back to back and after

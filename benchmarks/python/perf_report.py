@@ -2,11 +2,15 @@
 """Summarise gpuxfer-bench JSON (and torch_baseline.py JSON) as Markdown, and check regression floors.
 
     perf_report.py bench.json [--torch torch.json] [--markdown OUT.md] [--floors [FLOORS.json]]
+    perf_report.py bench.json --agree other.json [other.json ...] [--within 0.05]
 
 --floors exits 1 when a headline ratio falls below its floor (benchmarks/data/floors.json when no file is
 named): gpu-check.sh uses it so that a performance regression fails the run at once. A floor may depend on
 the device count the bench ran with (runner.devices; see floor_for); an operation the bench waived (it
-cannot run here, e.g. a 2-GPU copy on one GPU) is reported as waived, never as a failure. Tested by
+cannot run here, e.g. a 2-GPU copy on one GPU) is reported as waived, never as a failure.
+
+--agree exits 1 when the runs disagree: a headline row with a target whose ratios over the runs spread by
+more than --within of their median (gpu-check.sh --bench with GPUXFER_BENCH_RUNS=3). Tested by
 test_perf_report.py (python3 -m unittest discover -s benchmarks/python).
 """
 import argparse
@@ -169,6 +173,26 @@ def check_floors(bench, floors):
     return bad, notes
 
 
+def agreement(benches, within):
+    """(disagreements, rows) over the headline rows with a target that have a ratio in every run: a row is
+    (op, ratios, spread), spread = (largest - smallest) / median; a disagreement is a row whose spread is
+    above @within, as text."""
+    rows, bad = [], []
+    for e in benches[0]["headline"]["entries"]:
+        op = e["op"]
+        if e.get("target") is None:
+            continue
+        ratios = [b["headline"]["ratios"].get(op) for b in benches]
+        if any(r is None for r in ratios):
+            continue
+        median = sorted(ratios)[len(ratios) // 2]
+        spread = (max(ratios) - min(ratios)) / median if median else float("inf")
+        rows.append((op, ratios, spread))
+        if spread > within:
+            bad.append(f"{op}: ratios {' / '.join(f'{r:.3f}' for r in ratios)} spread {spread:.1%} > {within:.0%}")
+    return bad, rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench")
@@ -177,9 +201,21 @@ def main():
     ap.add_argument("--growth", help="comma-separated ops for a time-against-size table")
     ap.add_argument("--floors", nargs="?", const=DEFAULT_FLOORS,
                     help="check the regression floors of this file (default: benchmarks/data/floors.json)")
+    ap.add_argument("--agree", nargs="+", metavar="OTHER", help="other runs' JSON whose headline must agree")
+    ap.add_argument("--within", type=float, default=0.05, help="--agree's tolerance (default 0.05)")
     args = ap.parse_args()
     bench = json.load(open(args.bench))
     torch = json.load(open(args.torch)) if args.torch else None
+    if args.agree:
+        benches = [bench] + [json.load(open(f)) for f in args.agree]
+        bad, rows = agreement(benches, args.within)
+        for b in bad:
+            print(f"perf agreement: {b}")
+        widest = max(rows, key=lambda r: r[2]) if rows else None
+        print(f"perf agreement: {'FAILED' if bad else 'OK'} ({len(rows) - len(bad)} of {len(rows)} rows with a "
+              f"target within {args.within:.0%} over {len(benches)} runs"
+              + (f"; widest {widest[0]} {widest[2]:.1%}" if widest else "") + ")")
+        return 1 if bad else 0
     if args.markdown or not args.floors:
         text = markdown(bench, torch)
         if args.growth:

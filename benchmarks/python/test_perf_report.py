@@ -145,6 +145,29 @@ class CheckFloors(unittest.TestCase):
         self.assertIn("bcast_pageable: 20.00 GB/s is 0.44 x its host memcpy bound", bad[0])
 
 
+class Agreement(unittest.TestCase):
+    def test_runs_within_the_tolerance_agree(self):
+        runs = [one_gpu_bench(), with_ratio(one_gpu_bench(), "gather", 0.97), with_ratio(one_gpu_bench(), "gather", 1.0)]
+        bad, rows = perf_report.agreement(runs, 0.05)
+        self.assertEqual(bad, [])
+        spread = {op: s for op, _, s in rows}
+        self.assertAlmostEqual(spread["gather"], 0.03 / 0.99)
+
+    def test_a_row_that_moves_more_disagrees(self):
+        runs = [one_gpu_bench(), with_ratio(one_gpu_bench(), "bcast_pageable", 0.60), one_gpu_bench()]
+        bad, _ = perf_report.agreement(runs, 0.05)
+        self.assertEqual(bad, ["bcast_pageable: ratios 0.750 / 0.600 / 0.750 spread 20.0% > 5%"])
+
+    def test_rows_without_a_target_or_a_result_are_left_out(self):
+        runs = [with_ratio(one_gpu_bench(), "gather_to_device", 0.1), one_gpu_bench()]
+        bad, rows = perf_report.agreement(runs, 0.05)
+        ops = {op for op, _, _ in rows}
+        self.assertEqual(bad, [])
+        self.assertNotIn("gather_to_device", ops)  # no target
+        self.assertNotIn("copy_peer", ops)  # waived: no ratio
+        self.assertIn("latency_gather_4k", ops)
+
+
 class Markdown(unittest.TestCase):
     def test_waived_rows_say_so(self):
         text = perf_report.markdown(one_gpu_bench(), None)
@@ -171,6 +194,16 @@ class CommandLine(unittest.TestCase):
         done = self.run_report(with_ratio(one_gpu_bench(), "gather", 0.5), "--floors")
         self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
         self.assertIn("perf floor: gather: ratio 0.500 < floor 0.9", done.stdout)
+
+    def test_agree_fails_exits_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            other = os.path.join(tmp, "other.json")
+            with open(other, "w") as f:
+                json.dump(with_ratio(one_gpu_bench(), "gather", 0.80), f)
+            done = self.run_report(one_gpu_bench(), "--agree", other)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("perf agreement: gather: ratios 0.990 / 0.800 spread 19.2% > 5%", done.stdout)
+        self.assertIn("perf agreement: FAILED (5 of 6 rows with a target within 5% over 2 runs", done.stdout)
 
     def test_markdown_of_a_run_with_waived_ops(self):
         done = self.run_report(one_gpu_bench())

@@ -45,7 +45,7 @@ struct BlockCopy {
 /// Copies the blocks of @p copy after the work queued on @p stream, before its later work; returns once
 /// queued, with the path taken. One region is device memory and the other page-locked host memory
 /// (cudaHostAlloc, cudaHostRegister, register_host), or both are memory of one device; the device's
-/// work runs on @p stream (a stream of that device; 0 is the legacy default stream). Capturable in a
+/// work is ordered on @p stream (a stream of that device; 0 is the legacy default stream). Capturable in a
 /// CUDA graph: pairs in device memory are read at each launch, pairs in host memory are read now and
 /// their plan is baked into the graph.
 /// Host pairs are checked before anything is queued, so a call that throws has written nothing.

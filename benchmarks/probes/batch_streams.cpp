@@ -143,12 +143,7 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "gpuxfer-probe-batch-streams: no CUDA device: %s\n",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
-    return 2;
-  }
+  if (!gpuxfer::probe::has_device()) return 2;
   check(cudaSetDevice(0), "cudaSetDevice");
   Resources r;
   check(cudaMalloc(reinterpret_cast<void**>(&r.device), total), "cudaMalloc");

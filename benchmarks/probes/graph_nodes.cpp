@@ -128,12 +128,7 @@ bool measure(cudaStream_t stream, cudaEvent_t event, std::size_t bytes, cudaMemc
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "gpuxfer-probe-graph-nodes: no CUDA device: %s\n",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
-    return 2;
-  }
+  if (!gpuxfer::probe::has_device()) return 2;
   check(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

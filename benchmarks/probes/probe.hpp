@@ -19,6 +19,16 @@ inline void check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+/// True when CUDA sees a device; else false, after saying why on stderr (the probe then exits 2).
+[[nodiscard]] inline bool has_device() {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e == cudaSuccess && devices > 0) return true;
+  std::fprintf(stderr, "%s: no CUDA device: %s\n", program_invocation_short_name,
+               e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
+  return false;
+}
+
 /// The median of @p samples (the upper one of an even count); @p samples must not be empty.
 [[nodiscard]] inline double median(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());

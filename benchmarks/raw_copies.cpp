@@ -86,7 +86,7 @@ std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::fu
                                               const char* what) {
   cudaGraph_t graph = nullptr;
   cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-             (std::string(what) + ": begin capture").c_str());
+             std::string(what) + ": begin capture");
   try {
     queue();
   } catch (...) {
@@ -94,11 +94,11 @@ std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::fu
     if (graph != nullptr) static_cast<void>(cudaGraphDestroy(graph));
     throw;
   }
-  cuda_check(cudaStreamEndCapture(stream, &graph), (std::string(what) + ": end capture").c_str());
+  cuda_check(cudaStreamEndCapture(stream, &graph), std::string(what) + ": end capture");
   cudaGraphExec_t exec = nullptr;
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   static_cast<void>(cudaGraphDestroy(graph));
-  cuda_check(made, (std::string(what) + ": instantiate").c_str());
+  cuda_check(made, std::string(what) + ": instantiate");
   return {exec, [](cudaGraphExec_t e) { static_cast<void>(cudaGraphExecDestroy(e)); }};
 }
 
@@ -112,7 +112,8 @@ Case graph_latency_case(Bench& b, std::vector<RawCopy> copies) {
       [&] {
         cuda_check(cudaEventRecord(b.done_event(first), stream), "raw graph: fork");
         for (const std::size_t d : devices) {
-          if (d != first) cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
+          if (d != first)
+            cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
         }
         enqueue_copies(b, copies, true);
         for (const std::size_t d : devices) {

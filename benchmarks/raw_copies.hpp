@@ -60,8 +60,9 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 
 /// What @p queue queues on @p stream (a stream of the current device), captured in a CUDA graph and
 /// instantiated; the graph is destroyed on a failure, @p what names the failing step.
-[[nodiscard]] std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::function<void()>& queue,
-                                                           const char* what);
+[[nodiscard]] std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream,
+                                                            const std::function<void()>& queue,
+                                                            const char* what);
 
 /// A graph latency probe's case: @p copies captured once in a CUDA graph (forked from device 0's stream
 /// to every other device's and joined back), a sample being steady_clock around its launch and a

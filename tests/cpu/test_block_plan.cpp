@@ -139,7 +139,7 @@ TEST(BlockPlan, PathChoice) {
 TEST(BlockPlan, BatchSplit) {
   constexpr std::size_t k64 = std::size_t{64} << 10;
   EXPECT_EQ(detail::batch_parts(0, 0), 1U);
-  EXPECT_EQ(detail::batch_parts(1024 * (k64 - 1), 1024), 1U);  // 16 KiB rows and the like: one stream
+  EXPECT_EQ(detail::batch_parts(1024 * (k64 - 1), 1024), 1U);  // rows just under 64 KiB: one stream
   EXPECT_EQ(detail::batch_parts(1024 * k64, 1024), 8U);
   EXPECT_EQ(detail::batch_parts(37 * k64, 37), 2U);
   EXPECT_EQ(detail::batch_parts(15 * k64, 15), 1U);

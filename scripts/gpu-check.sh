@@ -343,7 +343,7 @@ if ((run_bench)); then
   done
   if ((bench_runs > 1)); then
     if ((${#bench_jsons[@]} == bench_runs)); then
-      agree=$(python3 benchmarks/python/perf_report.py "${bench_jsons[@]:0:1}" --agree "${bench_jsons[@]:1}" 2>&1)
+      agree=$(python3 benchmarks/python/perf_report.py "${bench_jsons[0]}" --agree "${bench_jsons[@]:1}" 2>&1)
       agree_rc=$?
       while IFS= read -r line; do summary+=("  $line"); done <<<"$agree"
       ((agree_rc == 0)) || failures+=("perf agreement")

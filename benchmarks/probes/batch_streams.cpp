@@ -1,16 +1,22 @@
 // gpuxfer-probe-batch-streams: how many copy-engine copies run at once. 64 MiB of blocks between device
 // memory and pinned host memory in random order (4 KiB to 256 KiB blocks, each direction), as one
 // cudaMemcpyBatchAsync on one stream and as the same rows split over 2, 4 and 8 streams (forked from the
-// first by an event and joined back), beside one copy of all the bytes (the link). Each form's time is
-// the best of 7, by events on the first stream; the bytes of every form's last sample are checked. It is
-// why copy_blocks splits a batch of long rows over side streams (docs/BLOCKS.md).
+// first by an event and joined back), beside one copy of all the bytes (the link), and copy_blocks_async
+// of the same pairs (path automatic) with the host time of its call. Each form's time is the best of 7,
+// by events on the first stream; the bytes of every form's last sample are checked. It is why
+// copy_blocks splits a batch of long rows over side streams (docs/BLOCKS.md), and it tells the library's
+// own cost from the copies' when gpuxfer-bench's blocks_* rows fall short of the split.
 //
 //   gpuxfer-probe-batch-streams
 //
 // Exit 0 when the bytes were right, 1 otherwise or on a CUDA error, 2 without a GPU.
+#include <gpuxfer/block_copy.hpp>
+#include <gpuxfer/error.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -136,13 +142,33 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
     right = right && ok;
     std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
   }
-  std::printf("\n");
+  // The library on the same pairs: host slot slot[i] <-> device block i.
+  std::vector<std::int64_t> pairs;
+  pairs.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto host = static_cast<std::int64_t>(slot[i]);
+    const auto dev = static_cast<std::int64_t>(i);
+    pairs.insert(pairs.end(), {h2d ? host : dev, h2d ? dev : host});
+  }
+  const gpuxfer::BlockLayout host_side{r.host, n};
+  const gpuxfer::BlockLayout device_side{r.device, n};
+  const gpuxfer::BlockCopy copy{h2d ? host_side : device_side, h2d ? device_side : host_side, pairs.data(), n,
+                                block};
+  double call_us = 1e30;
+  data.prepare(++salt);
+  const float lib = best_ms(r, 1, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)gpuxfer::copy_blocks_async(copy, r.streams[0]);
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+    call_us = std::min(call_us, took.count());
+  });
+  const bool ok = data.right();
+  right = right && ok;
+  std::printf("  copy_blocks_async %.3f%s (call %.1f us)\n", link / lib, ok ? "" : " (WRONG BYTES)", call_us);
   return right;
 }
 
-}  // namespace
-
-int main() {
+int run() {
   if (!gpuxfer::probe::has_device()) return 2;
   check(cudaSetDevice(0), "cudaSetDevice");
   Resources r;
@@ -169,4 +195,15 @@ int main() {
   check(cudaFree(r.device), "cudaFree");
   std::printf("# gpuxfer-probe-batch-streams: %s\n", right ? "OK: every byte right" : "FAILED: wrong bytes");
   return right ? 0 : 1;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const gpuxfer::Error& e) {
+    std::fprintf(stderr, "gpuxfer-probe-batch-streams: %s\n", e.what());
+    return 1;
+  }
 }

@@ -11,7 +11,6 @@
 //
 // Exit 0 when the bytes were right, 1 otherwise or on a CUDA error, 2 without a GPU.
 #include <gpuxfer/block_copy.hpp>
-#include <gpuxfer/error.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -199,11 +198,4 @@ int run() {
 
 }  // namespace
 
-int main() {
-  try {
-    return run();
-  } catch (const gpuxfer::Error& e) {
-    std::fprintf(stderr, "gpuxfer-probe-batch-streams: %s\n", e.what());
-    return 1;
-  }
-}
+int main() { return gpuxfer::probe::main_of(run); }

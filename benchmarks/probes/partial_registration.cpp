@@ -160,11 +160,4 @@ int run() {
 
 }  // namespace
 
-int main() {
-  try {
-    return run();
-  } catch (const gpuxfer::Error& e) {
-    std::fprintf(stderr, "gpuxfer-probe-partial-registration: %s\n", e.what());
-    return e.code() == gpuxfer::Errc::no_device ? 2 : 1;
-  }
-}
+int main() { return gpuxfer::probe::main_of(run); }

@@ -1,6 +1,9 @@
 // What the probes of benchmarks/probes share: a failed CUDA call ends the probe (exit 1) with the
-// probe's name and the call, and the median of a set of samples.
+// probe's name and the call, a main that reports the library's errors, and the median of a set of
+// samples.
 #pragma once
+
+#include <gpuxfer/error.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -33,6 +36,18 @@ inline void check(cudaError_t e, const char* what) {
 [[nodiscard]] inline double median(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
+}
+
+/// The exit code of @p body (the probe's work), or, when it throws gpuxfer::Error, the message on stderr
+/// with the probe's name and 2 for no device, 1 otherwise.
+template <typename Body>
+[[nodiscard]] int main_of(const Body& body) {
+  try {
+    return body();
+  } catch (const gpuxfer::Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, e.what());
+    return e.code() == gpuxfer::Errc::no_device ? 2 : 1;
+  }
 }
 
 }  // namespace gpuxfer::probe

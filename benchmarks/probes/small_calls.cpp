@@ -155,10 +155,5 @@ int run(int pause_ms) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc > 1 ? std::max(0, std::atoi(argv[1])) : 5);
-  } catch (const gpuxfer::Error& e) {
-    std::fprintf(stderr, "gpuxfer-probe-small-calls: %s\n", e.what());
-    return e.code() == gpuxfer::Errc::no_device ? 2 : 1;
-  }
+  return gpuxfer::probe::main_of([&] { return run(argc > 1 ? std::max(0, std::atoi(argv[1])) : 5); });
 }

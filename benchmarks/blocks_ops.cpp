@@ -2,7 +2,8 @@
 // memory and pinned host memory, each to its own slot, by index pairs in sequential or random order, both
 // directions. copy_blocks against, in the same run, the ways callers do it today: one cudaMemcpyAsync
 // per block, and one cudaMemcpyBatchAsync of every block; and against the link itself (one copy of all
-// the bytes). Every sample is checked block by block against a copy of the source made by one plain copy.
+// the bytes), interleaved sample by sample for the rows with a target. Every sample is checked block by
+// block against a copy of the source made by one plain copy.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "host_threads.hpp"
 #include "ops.hpp"
+#include "raw_copies.hpp"
 
 namespace gpuxfer::bench {
 namespace {
@@ -215,12 +217,18 @@ OpSpec block_op(std::size_t block_bytes, bool to_host, bool random, Method m,
           .ceiling = m == Method::link ? std::vector<std::string>{} : std::vector<std::string>{link},
           .fixed_size = block_bytes,
           .run =
-              [block_bytes, to_host, random, m, path](Bench& b, std::size_t) {
+              [block_bytes, to_host, random, m, path, target](Bench& b, std::size_t) {
+                const auto case_of = [](const std::shared_ptr<BlockBench>& g, Method how) {
+                  return Case{.prepare = [g](std::uint64_t run) { g->prepare(run); },
+                              .work = [g, how] { g->work(how); },
+                              .check = [g](std::uint64_t run) { return g->check(run); }};
+                };
                 auto g = std::make_shared<BlockBench>(b, block_bytes, to_host, random);
                 g->set_path(path);
-                return b.measure(Case{.prepare = [g](std::uint64_t run) { g->prepare(run); },
-                                      .work = [g, m] { g->work(m); },
-                                      .check = [g](std::uint64_t run) { return g->check(run); }});
+                if (!target) return b.measure(case_of(g, m));
+                // A row with a target runs interleaved with the link, its ceiling, sample by sample.
+                auto link = std::make_shared<BlockBench>(b, block_bytes, to_host, false);
+                return measure_against(b, case_of(link, Method::link), case_of(g, m));
               },
           .target = target};
 }

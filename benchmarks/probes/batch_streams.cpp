@@ -2,10 +2,11 @@
 // memory and pinned host memory in random order (4 KiB to 256 KiB blocks, each direction), as one
 // cudaMemcpyBatchAsync on one stream and as the same rows split over 2, 4 and 8 streams (forked from the
 // first by an event and joined back), beside one copy of all the bytes (the link), and copy_blocks_async
-// of the same pairs (path automatic) with the host time of its call. Each form's time is the best of 7,
-// by events on the first stream; the bytes of every form's last sample are checked. It is why
-// copy_blocks splits a batch of long rows over side streams (docs/BLOCKS.md), and it tells the library's
-// own cost from the copies' when gpuxfer-bench's blocks_* rows fall short of the split.
+// of the same pairs (path automatic, then kernel) with the path taken and the host time of its call.
+// Each form's time is the best of 7, by events on the first stream; the bytes of every form's last
+// sample are checked. It is why copy_blocks splits a batch of long rows over side streams and where the
+// kernel takes over (docs/BLOCKS.md), and it tells the library's own cost from the copies' when
+// gpuxfer-bench's blocks_* rows fall short of the split.
 //
 //   gpuxfer-probe-batch-streams
 //
@@ -151,19 +152,25 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
   }
   const gpuxfer::BlockLayout host_side{r.host, n};
   const gpuxfer::BlockLayout device_side{r.device, n};
-  const gpuxfer::BlockCopy copy{h2d ? host_side : device_side, h2d ? device_side : host_side, pairs.data(), n,
-                                block};
-  double call_us = 1e30;
-  data.prepare(++salt);
-  const float lib = best_ms(r, 1, [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    (void)gpuxfer::copy_blocks_async(copy, r.streams[0]);
-    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
-    call_us = std::min(call_us, took.count());
-  });
-  const bool ok = data.right();
-  right = right && ok;
-  std::printf("  copy_blocks_async %.3f%s (call %.1f us)\n", link / lib, ok ? "" : " (WRONG BYTES)", call_us);
+  gpuxfer::BlockCopy copy{h2d ? host_side : device_side, h2d ? device_side : host_side, pairs.data(), n,
+                          block};
+  for (const gpuxfer::BlockPath path : {gpuxfer::BlockPath::automatic, gpuxfer::BlockPath::kernel}) {
+    copy.path = path;
+    double call_us = 1e30;
+    gpuxfer::BlockPath took_path = path;
+    data.prepare(++salt);
+    const float lib = best_ms(r, 1, [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      took_path = gpuxfer::copy_blocks_async(copy, r.streams[0]);
+      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+      call_us = std::min(call_us, took.count());
+    });
+    const bool ok = data.right();
+    right = right && ok;
+    std::printf("  copy_blocks_async %s %.3f%s (%s, call %.1f us)", gpuxfer::to_string(path), link / lib,
+                ok ? "" : " (WRONG BYTES)", gpuxfer::to_string(took_path), call_us);
+  }
+  std::printf("\n");
   return right;
 }
 
@@ -180,8 +187,8 @@ int run() {
   check(cudaEventCreate(&r.start), "cudaEventCreate");
   check(cudaEventCreate(&r.stop), "cudaEventCreate");
   bool right = true;
-  for (const std::size_t block :
-       {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10}) {
+  for (const std::size_t block : {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{32} << 10,
+                                  std::size_t{64} << 10, std::size_t{256} << 10}) {
     for (const bool h2d : {false, true}) right = measure(r, block, h2d) && right;
   }
   for (int j = 0; j < max_streams; ++j) {

@@ -68,15 +68,18 @@ inline constexpr std::size_t copy_engine_min_row = std::size_t{4} << 20;
 /// at 4 / 64 KiB, random order, against 0.19 / 0.74 for one batch), longer ones to one batch (1 MiB:
 /// 0.97 against 0.93);
 inline constexpr std::size_t kernel_store_max_row = std::size_t{1} << 20;
-/// and when it loads from host memory (H2D, PCIe reads: 0.52 / 0.60 at 4 / 64 KiB against 0.06 / 0.73).
-inline constexpr std::size_t kernel_load_max_row = std::size_t{16} << 10;
+/// and when it loads from host memory (H2D, PCIe reads: about 31 GB/s, 0.57 of an H100's link, from 4 to
+/// 64 KiB rows; one batch of 16 KiB rows 22 GB/s, or 5 GB/s where the driver copies them through the CPU;
+/// 32 KiB rows split over 8 streams 49 GB/s).
+inline constexpr std::size_t kernel_load_max_row = std::size_t{32} << 10;
 
-/// The copy engines work on several copies at once only from several streams: one cudaMemcpyBatchAsync of
-/// 64 KiB rows reached 0.61 / 0.63 of the link (H2D / D2H, random order, an H200), the same rows split
-/// over 8 streams 0.91 / 0.91, and 256 KiB rows 0.87 against 0.96. Rows of 16 KiB and less lose from the
-/// split when they read host memory (H2D 16 KiB: 0.28 on one stream, 0.08 on 8), so a batch is split
-/// only from this long a row on average,
-inline constexpr std::size_t batch_split_min_row = std::size_t{64} << 10;
+/// One cudaMemcpyBatchAsync starts its copies only once the call returns, the call costs about 0.4 us a
+/// row, and the copy engines work on several copies at once only from several streams: so a batch of long
+/// rows is cut into equal parts on several streams. 64 KiB rows in random order, host -> device on an
+/// H100: 0.73 of the link as one batch, 0.94 as 8 parts on 8 streams. Rows of 16 KiB and less lose from
+/// the split when they read host memory (H2D 16 KiB: 0.39 on one stream, 0.11 on 8), so a batch is split
+/// only from this long a row on average (32 KiB: 0.57 on one stream, 0.89 on 8),
+inline constexpr std::size_t batch_split_min_row = std::size_t{32} << 10;
 /// over this many streams at most (the caller's and side streams), each part of at least
 /// batch_min_part_rows rows.
 inline constexpr std::size_t batch_streams = 8;
@@ -84,6 +87,7 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 
 /// How many streams a batch of @p rows rows of @p total bytes in all is split over (1: not split).
 [[nodiscard]] std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept;
+[[nodiscard]] std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t part) noexcept;
 
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
 /// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);

@@ -122,10 +122,11 @@ TEST(BlockPlan, PathChoice) {
   // Stores into host memory: the kernel below 1 MiB rows, one batch above.
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, false, true), BlockPath::kernel);
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * m1, 1024, true, false, true), BlockPath::batch);
-  // Loads from host memory: the kernel for 4 KiB rows only.
+  // Loads from host memory: the kernel below 32 KiB rows, a batch from there.
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, true, true), BlockPath::kernel);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 16 * k4, 1024, true, true, true),
-            BlockPath::batch);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 4 * k4, 1024, true, true, true),
+            BlockPath::kernel);
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 8 * k4, 1024, true, true, true), BlockPath::batch);
   // No kernel, no batch (legacy stream, capture): the copy engines.
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, true), BlockPath::batch);
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, false, false, false),
@@ -135,11 +136,13 @@ TEST(BlockPlan, PathChoice) {
             BlockPath::copy_engine);
 }
 
-// A batch is split over streams from 64 KiB rows on average, 16 rows a part at least, 8 parts at most.
+// A batch is split over streams from 32 KiB rows on average, 16 rows a part at least, 8 parts at most.
 TEST(BlockPlan, BatchSplit) {
+  constexpr std::size_t k32 = std::size_t{32} << 10;
   constexpr std::size_t k64 = std::size_t{64} << 10;
   EXPECT_EQ(detail::batch_parts(0, 0), 1U);
-  EXPECT_EQ(detail::batch_parts(1024 * (k64 - 1), 1024), 1U);  // rows just under 64 KiB: one stream
+  EXPECT_EQ(detail::batch_parts(1024 * (k32 - 1), 1024), 1U);  // rows just under 32 KiB: one stream
+  EXPECT_EQ(detail::batch_parts(1024 * k32, 1024), 8U);
   EXPECT_EQ(detail::batch_parts(1024 * k64, 1024), 8U);
   EXPECT_EQ(detail::batch_parts(37 * k64, 37), 2U);
   EXPECT_EQ(detail::batch_parts(15 * k64, 15), 1U);

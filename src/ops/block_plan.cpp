@@ -2,6 +2,7 @@
 #include "ops/block_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include <gpuxfer/error.hpp>
@@ -30,6 +31,22 @@ std::size_t add(std::size_t a, std::size_t b, const char* what) {
 [[noreturn]] void bad_pair(std::size_t k, std::int64_t s, std::int64_t d, const std::string& why) {
   throw Error(Errc::invalid_argument, "copy_blocks: pair " + std::to_string(k) + " (" + std::to_string(s) +
                                           ", " + std::to_string(d) + ") " + why + "; nothing was copied");
+}
+
+// Merges, in place, each run of @p runs into the one before it where it continues it on both sides.
+void merge_runs(std::vector<BlockRun>& runs) {
+  std::size_t kept = 0;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    if (kept > 0) {
+      BlockRun& last = runs[kept - 1];
+      if (runs[k].src == last.src + last.blocks && runs[k].dst == last.dst + last.blocks) {
+        last.blocks += runs[k].blocks;
+        continue;
+      }
+    }
+    runs[kept++] = runs[k];
+  }
+  runs.resize(kept);
 }
 
 }  // namespace
@@ -66,7 +83,7 @@ BlockGeometry resolve_layout(const BlockLayout& side, std::size_t block_bytes, s
 }
 
 std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::size_t src_blocks,
-                                      std::size_t dst_blocks, bool sort) {
+                                      std::size_t dst_blocks) {
   const std::size_t n = pairs.size() / 2;
   std::vector<BlockRun> single(n);
   for (std::size_t k = 0; k < n; ++k) {
@@ -105,23 +122,27 @@ std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::
       }
     }
   }
-  if (sort && !std::is_sorted(single.begin(), single.end(),
-                              [](const BlockRun& a, const BlockRun& b) { return a.src < b.src; })) {
-    std::sort(single.begin(), single.end(),
-              [](const BlockRun& a, const BlockRun& b) { return a.src < b.src; });
-  }
-  std::vector<BlockRun> runs;
-  for (const BlockRun& p : single) {
-    if (!runs.empty()) {
-      BlockRun& last = runs.back();
-      if (p.src == last.src + last.blocks && p.dst == last.dst + last.blocks) {
-        ++last.blocks;
-        continue;
-      }
+  merge_runs(single);
+  return single;
+}
+
+std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, std::size_t dst_blocks) {
+  const auto by_dst = [](const BlockRun& a, const BlockRun& b) { return a.dst < b.dst; };
+  std::vector<BlockRun> ordered;
+  if (dst_blocks > 4 * runs.size() + 4096) {  // sparse: a sort
+    ordered.assign(runs.begin(), runs.end());
+    std::sort(ordered.begin(), ordered.end(), by_dst);
+  } else {  // dense: placed by the index of their first destination block, which no other run writes
+    constexpr std::size_t none = SIZE_MAX;
+    std::vector<std::size_t> at(dst_blocks, none);
+    for (std::size_t k = 0; k < runs.size(); ++k) at[runs[k].dst] = k;
+    ordered.reserve(runs.size());
+    for (const std::size_t k : at) {
+      if (k != none) ordered.push_back(runs[k]);
     }
-    runs.push_back(p);
   }
-  return runs;
+  merge_runs(ordered);
+  return ordered;
 }
 
 std::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const BlockGeometry& src,

@@ -34,12 +34,16 @@ struct BlockRun {
 };
 
 /// Checks every pair (both indices in range, no destination block written twice) and merges pairs whose
-/// source and destination blocks both follow the previous pair's into runs; with @p sort, the pairs are
-/// merged in source order (fewer runs where the caller's order was shuffled), else in the order given.
+/// source and destination blocks both follow the previous pair's into runs, in the order given.
 /// @throws Error(Errc::invalid_argument) naming the first bad pair
 [[nodiscard]] std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs,
-                                                    std::size_t src_blocks, std::size_t dst_blocks,
-                                                    bool sort);
+                                                    std::size_t src_blocks, std::size_t dst_blocks);
+
+/// @p runs (of plan_block_runs, over a destination of @p dst_blocks blocks) in destination order, merged
+/// again: fewer runs where the caller's order was shuffled. Linear where the destination holds at most a
+/// few times as many blocks as there are runs, else a sort.
+[[nodiscard]] std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs,
+                                                              std::size_t dst_blocks);
 
 /// One copy of a plan: @p height rows of @p width bytes, rows @p src_pitch / @p dst_pitch apart (one
 /// row: a plain copy), at byte offsets from each side's base.

@@ -251,7 +251,7 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
     return BlockPath::kernel;
   }
   const std::span<const std::int64_t> pairs(c.pairs, 2 * c.count);
-  std::vector<detail::BlockRun> runs = detail::plan_block_runs(pairs, src.blocks, dst.blocks, false);
+  std::vector<detail::BlockRun> runs = detail::plan_block_runs(pairs, src.blocks, dst.blocks);
   if (c.count == 0) return c.path;
   std::vector<detail::BlockPiece> pieces = detail::block_pieces(runs, src, dst, c.block_bytes, c.layers);
   const std::size_t total = c.count * c.layers * c.block_bytes;
@@ -260,8 +260,8 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
   BlockPath path =
       detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host, batch_ok);
   if (path != BlockPath::kernel && runs.size() > 1) {
-    // The copy engines gain from every merge: try the pairs in source order.
-    std::vector<detail::BlockRun> sorted = detail::plan_block_runs(pairs, src.blocks, dst.blocks, true);
+    // The copy engines gain from every merge: try the runs in destination order.
+    std::vector<detail::BlockRun> sorted = detail::runs_in_destination_order(runs, dst.blocks);
     if (sorted.size() < runs.size()) {
       pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers);
       path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host,

@@ -2,6 +2,7 @@
 // cut into copies, and the path chosen.
 #include <cstdint>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -53,46 +54,88 @@ TEST(BlockPlan, OverflowingLayoutIsRefused) {
 
 TEST(BlockPlan, PairsOutOfRangeNameThePair) {
   const std::vector<std::int64_t> pairs{0, 0, 1, 1, 5, 2};
-  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10, false); },
-                                 Errc::invalid_argument, "pair 2", "(5, 2)", "source", "nothing was copied"));
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10); }, Errc::invalid_argument,
+                                 "pair 2", "(5, 2)", "source", "nothing was copied"));
   const std::vector<std::int64_t> negative{0, -1};
-  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(negative, 5, 10, false); },
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(negative, 5, 10); },
                                  Errc::invalid_argument, "pair 0", "destination"));
 }
 
 TEST(BlockPlan, TwoWritersOfOneBlockAreRefused) {
   const std::vector<std::int64_t> pairs{0, 3, 1, 4, 2, 3};
-  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10, false); },
-                                 Errc::invalid_argument, "pair 2", "earlier pair"));
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, 10); }, Errc::invalid_argument,
+                                 "pair 2", "earlier pair"));
   // Reading one source block twice is fine.
   const std::vector<std::int64_t> reads{0, 3, 0, 4};
-  EXPECT_EQ(detail::plan_block_runs(reads, 5, 10, false).size(), 2u);
+  EXPECT_EQ(detail::plan_block_runs(reads, 5, 10).size(), 2u);
   // A destination too large for the bitmap takes the sort.
-  EXPECT_TRUE(
-      test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, std::size_t{1} << 40, false); },
-                         Errc::invalid_argument, "another pair"));
+  EXPECT_TRUE(test::throws_error([&] { (void)detail::plan_block_runs(pairs, 5, std::size_t{1} << 40); },
+                                 Errc::invalid_argument, "another pair"));
 }
 
 TEST(BlockPlan, ConsecutivePairsMerge) {
   std::vector<std::int64_t> pairs;
   for (std::int64_t k = 0; k < 100; ++k) pairs.insert(pairs.end(), {k + 10, k});
   pairs.insert(pairs.end(), {7, 500});
-  const auto runs = detail::plan_block_runs(pairs, 1000, 1000, false);
+  const auto runs = detail::plan_block_runs(pairs, 1000, 1000);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].src, 10u);
   EXPECT_EQ(runs[0].blocks, 100u);
   EXPECT_EQ(runs[1].blocks, 1u);
 }
 
-TEST(BlockPlan, ShuffledConsecutivePairsMergeInSourceOrder) {
+TEST(BlockPlan, ShuffledConsecutivePairsMergeInDestinationOrder) {
   const std::vector<std::int64_t> pairs{1, 11, 0, 10, 2, 12};
-  EXPECT_EQ(detail::plan_block_runs(pairs, 3, 13, false).size(), 3u);
-  const auto runs = detail::plan_block_runs(pairs, 3, 13, true);
+  EXPECT_EQ(detail::plan_block_runs(pairs, 3, 13).size(), 3u);
+  const auto runs = detail::runs_in_destination_order(detail::plan_block_runs(pairs, 3, 13), 13);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].blocks, 3u);
+  // A destination far larger than the pairs is sorted, not indexed: the same runs.
+  const auto sparse = detail::runs_in_destination_order(
+      detail::plan_block_runs(pairs, 3, std::size_t{1} << 40), std::size_t{1} << 40);
+  ASSERT_EQ(sparse.size(), 1u);
+  EXPECT_EQ(sparse[0].src, 0u);
+  EXPECT_EQ(sparse[0].dst, 10u);
 }
 
-TEST(BlockPlan, NoPairsNoRuns) { EXPECT_TRUE(detail::plan_block_runs({}, 0, 0, false).empty()); }
+// Runs that merged in the given order merge again in destination order, whole.
+TEST(BlockPlan, MergedRunsMergeAgainInDestinationOrder) {
+  const std::vector<std::int64_t> pairs{13, 23, 14, 24, 10, 20, 11, 21, 12, 22};
+  const auto given = detail::plan_block_runs(pairs, 15, 25);
+  ASSERT_EQ(given.size(), 2u);
+  EXPECT_EQ(given[0].blocks, 2u);
+  const auto runs = detail::runs_in_destination_order(given, 25);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].src, 10u);
+  EXPECT_EQ(runs[0].dst, 20u);
+  EXPECT_EQ(runs[0].blocks, 5u);
+}
+
+// Shuffled pairs of shuffled runs: in destination order every run comes back whole, each pair once.
+TEST(BlockPlan, ShuffledRunsComeBackWhole) {
+  std::vector<std::int64_t> pairs;
+  for (std::int64_t run = 0; run < 50; ++run) {
+    for (std::int64_t k = 0; k < 7; ++k) pairs.insert(pairs.end(), {run * 11 + k, 1000 - run * 9 + k});
+  }
+  std::vector<std::size_t> order(pairs.size() / 2);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  std::vector<std::int64_t> shuffled;
+  for (const std::size_t i : order) shuffled.insert(shuffled.end(), {pairs[2 * i], pairs[2 * i + 1]});
+  for (const std::size_t dst_blocks : {std::size_t{1100}, std::size_t{1} << 30}) {
+    const auto runs =
+        detail::runs_in_destination_order(detail::plan_block_runs(shuffled, 600, dst_blocks), dst_blocks);
+    ASSERT_EQ(runs.size(), 50u) << dst_blocks;
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      const std::size_t run = 49 - r;  // destination order: the last run lies lowest
+      EXPECT_EQ(runs[r].src, run * 11) << r;
+      EXPECT_EQ(runs[r].dst, 1000 - run * 9) << r;
+      EXPECT_EQ(runs[r].blocks, 7u) << r;
+    }
+  }
+}
+
+TEST(BlockPlan, NoPairsNoRuns) { EXPECT_TRUE(detail::plan_block_runs({}, 0, 0).empty()); }
 
 TEST(BlockPlan, PiecesOfPackedAndStridedRuns) {
   const BlockGeometry packed = detail::resolve_layout(side(100), 4096, 2, true, "destination");

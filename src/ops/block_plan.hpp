@@ -72,9 +72,9 @@ inline constexpr std::size_t copy_engine_min_row = std::size_t{4} << 20;
 /// at 4 / 64 KiB, random order, against 0.19 / 0.74 for one batch), longer ones to one batch (1 MiB:
 /// 0.97 against 0.93);
 inline constexpr std::size_t kernel_store_max_row = std::size_t{1} << 20;
-/// and when it loads from host memory (H2D, PCIe reads: about 31 GB/s, 0.57 of an H100's link, from 4 to
-/// 64 KiB rows; one batch of 16 KiB rows 22 GB/s, or 5 GB/s where the driver copies them through the CPU;
-/// 32 KiB rows split over 8 streams 49 GB/s).
+/// and when it loads from host memory (H2D, PCIe reads: 0.58 or 0.90 of the link at 16 KiB rows on two
+/// H100 hosts, against 0.38-0.42 for one batch and 0.10-0.18 for one split over streams; from 32 KiB
+/// the split batch, 0.89 at 32 KiB on 8 streams; docs/BLOCKS.md).
 inline constexpr std::size_t kernel_load_max_row = std::size_t{32} << 10;
 
 /// One cudaMemcpyBatchAsync starts its copies only once the call returns, the call costs about 0.4 us a
@@ -91,7 +91,6 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 
 /// How many streams a batch of @p rows rows of @p total bytes in all is split over (1: not split).
 [[nodiscard]] std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept;
-[[nodiscard]] std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t part) noexcept;
 
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
 /// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);

@@ -86,8 +86,9 @@ class BlockBench {
     sizes_.assign(r_->count, r_->block_bytes);
   }
 
-  // Source: the pattern of @p run (the device's written by a kernel; the host's copied from the device),
-  // mirrored on the host for the check; destination poisoned.
+  // Source: the pattern of @p run, written by a kernel on the device and, for host -> device, copied to
+  // the host by DMA as an offload writes it (not by the CPU, whose writes would leave it in the CPU's
+  // caches); mirrored on the host for the check; destination poisoned.
   void prepare(std::uint64_t run) {
     const std::size_t n = r_->payload();
     b_.fill_device(0, r_->device.get(), n, Bench::seed(run, 0));
@@ -96,7 +97,7 @@ class BlockBench {
     if (to_host_) {
       std::memset(r_->host.data(), poison_byte, n);
     } else {
-      std::memcpy(r_->host.data(), r_->mirror.data(), n);
+      cuda_check(cudaMemcpy(r_->host.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
       b_.poison_device(0, r_->device.get(), n);
       b_.synchronize();
     }
@@ -109,7 +110,7 @@ class BlockBench {
     const std::byte* dst_side = r_->host.data();
     if (!to_host_) {  // the device's blocks come back through one plain copy over the host source
       cuda_check(cudaMemcpy(r_->host.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    }
+    }  // (the next prepare writes the source again)
     std::size_t wrong = 0;
     const std::size_t bb = r_->block_bytes;
     for (std::size_t k = 0; k < r_->count; ++k) {
@@ -119,8 +120,6 @@ class BlockBench {
         for (std::size_t i = 0; i < bb; ++i) wrong += want[i] != got[i];
       }
     }
-    if (!to_host_)
-      std::memcpy(r_->host.data(), r_->mirror.data(), n);  // the host source back, for the next sample
     return wrong;
   }
 

@@ -184,6 +184,12 @@ std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept {
   return std::clamp<std::size_t>(rows / batch_min_part_rows, 1, batch_streams);
 }
 
+std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
+                              std::size_t parts) noexcept {
+  if (parts <= 1 || pair_bytes == 0) return 0;
+  return std::min(count, rows / parts * kernel_lead_bytes_per_row / pair_bytes);
+}
+
 BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows, bool kernel_ok,
                             bool loads_host, bool batch_ok) noexcept {
   if (requested != BlockPath::automatic) return requested;

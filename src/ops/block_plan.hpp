@@ -92,6 +92,17 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 /// How many streams a batch of @p rows rows of @p total bytes in all is split over (1: not split).
 [[nodiscard]] std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept;
 
+/// While the first part of a split batch is queued the link idles. Host -> device, the kernel (on the
+/// caller's stream, where the device maps the host memory) copies the first pairs meanwhile: about what
+/// the link moves while one part is queued, this much per row of a part (0.4 us a row at ~40 GB/s; the
+/// `kernel lead` column of gpuxfer-probe-batch-streams measures it).
+inline constexpr std::size_t kernel_lead_bytes_per_row = std::size_t{16} << 10;
+
+/// How many of @p count pairs of @p pair_bytes each the kernel copies ahead of a batch of @p rows rows
+/// in all, split into @p parts parts (0 when the batch is not split).
+[[nodiscard]] std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
+                                            std::size_t parts) noexcept;
+
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
 /// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);
 /// @p batch_ok whether cudaMemcpyBatchAsync may run (not on the legacy stream, not while capturing).

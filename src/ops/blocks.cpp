@@ -3,11 +3,13 @@
 // kind, picks the path and queues it on the caller's stream: the copies are ordered with the stream's
 // earlier and later work as any work of the stream is, no staging, no thread. A batch of long rows is
 // split over side streams of the calling thread, forked from the caller's stream and joined back to it
-// by events, because the copy engines work on several copies at once only from several streams.
+// by events, because the copy engines work on several copies at once only from several streams; host ->
+// device, the kernel copies the first pairs on the caller's stream while those parts are queued.
 #include <gpuxfer/block_copy.hpp>
 #include <gpuxfer/detail/device_guard.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -119,16 +121,19 @@ void queue_copy_engine(std::span<const detail::BlockPiece> pieces, std::byte* sr
 }
 
 // The calling thread's side streams on @p ordinal, created on first use (a stream costs far more than a
-// small copy): batch_streams - 1 of them.
+// small copy): batch_streams of them.
 const std::vector<detail::Stream>& side_streams(int ordinal) {
   thread_local std::map<int, std::vector<detail::Stream>> per_device;
   std::vector<detail::Stream>& streams = per_device[ordinal];
-  while (streams.size() + 1 < detail::batch_streams) streams.emplace_back(ordinal);
+  while (streams.size() < detail::batch_streams) streams.emplace_back(ordinal);
   return streams;
 }
 
+// Queues @p pieces as cudaMemcpyBatchAsync calls, split over streams from long rows: the first part on
+// @p stream and the others on side streams forked from it; with @p lead (which queues the kernel's share
+// on @p stream), every part on a side stream.
 void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std::byte* dst,
-                 cudaStream_t stream, int ordinal) {
+                 cudaStream_t stream, int ordinal, const std::function<void()>& lead = {}) {
   const std::size_t rows = detail::row_count(pieces);
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
@@ -154,7 +159,7 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
                          "copy_blocks: cudaMemcpyBatchAsync of " + std::to_string(hi - lo) + " copies");
   };
   const std::size_t parts = detail::batch_parts(total, rows);
-  if (parts == 1) {
+  if (parts == 1 && !lead) {
     batch(0, rows, stream);
     return;
   }
@@ -166,9 +171,15 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
       detail::stream_wait(stream, detail::record_event(ordinal, side[j].get()));
   };
   try {
-    batch(0, rows / parts, stream);
-    for (std::size_t j = 1; j < parts; ++j) {
-      const cudaStream_t s = side[j - 1].get();
+    std::size_t first = 0;  // the first part queued on a side stream
+    if (lead) {
+      lead();
+    } else {
+      batch(0, rows / parts, stream);
+      first = 1;
+    }
+    for (std::size_t j = first; j < parts; ++j) {
+      const cudaStream_t s = side[forked].get();
       detail::stream_wait(s, fork);
       ++forked;
       batch(rows * j / parts, rows * (j + 1) / parts, s);
@@ -279,6 +290,22 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
         throw Error(Errc::unsupported,
                     "copy_blocks: cudaMemcpyBatchAsync refuses the legacy default stream: "
                     "give a stream of your own");
+      }
+      if (c.path == BlockPath::automatic && loads_host && kernel_ok) {
+        const std::size_t rows = detail::row_count(pieces);
+        const std::size_t lead = detail::kernel_lead_pairs(c.count, c.layers * c.block_bytes, rows,
+                                                           detail::batch_parts(total, rows));
+        if (lead > 0 && lead < c.count) {
+          const std::vector<detail::BlockRun> rest = detail::runs_in_destination_order(
+              detail::plan_block_runs(pairs.subspan(2 * lead), src.blocks, dst.blocks), dst.blocks);
+          queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers), src_base, dst_base,
+                      stream, ordinal, [&] {
+                        GPUXFER_CUDA_TRY_CTX(
+                            detail::launch_block_copy_host_pairs(layout, c.pairs, lead, stream),
+                            "copy_blocks: the kernel of " + std::to_string(lead) + " pairs");
+                      });
+          break;
+        }
       }
       queue_batch(pieces, src_base, dst_base, stream, ordinal);
       break;

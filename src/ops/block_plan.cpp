@@ -126,6 +126,19 @@ std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::
   return single;
 }
 
+std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs) {
+  std::vector<BlockRun> rest;
+  std::size_t seen = 0;  // pairs in the runs before r
+  for (const BlockRun& r : runs) {
+    if (seen + r.blocks > pairs) {
+      const std::size_t cut = pairs > seen ? pairs - seen : 0;
+      rest.push_back({r.src + cut, r.dst + cut, r.blocks - cut});
+    }
+    seen += r.blocks;
+  }
+  return rest;
+}
+
 std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, std::size_t dst_blocks) {
   const auto by_dst = [](const BlockRun& a, const BlockRun& b) { return a.dst < b.dst; };
   std::vector<BlockRun> ordered;

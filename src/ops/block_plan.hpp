@@ -45,6 +45,10 @@ struct BlockRun {
 [[nodiscard]] std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs,
                                                               std::size_t dst_blocks);
 
+/// @p runs (of plan_block_runs, in the caller's order) without their first @p pairs pairs: a run cut by
+/// that line keeps its tail.
+[[nodiscard]] std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs);
+
 /// One copy of a plan: @p height rows of @p width bytes, rows @p src_pitch / @p dst_pitch apart (one
 /// row: a plain copy), at byte offsets from each side's base.
 struct BlockPiece {

@@ -296,8 +296,8 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
         const std::size_t lead = detail::kernel_lead_pairs(c.count, c.layers * c.block_bytes, rows,
                                                            detail::batch_parts(total, rows));
         if (lead > 0 && lead < c.count) {
-          const std::vector<detail::BlockRun> rest = detail::runs_in_destination_order(
-              detail::plan_block_runs(pairs.subspan(2 * lead), src.blocks, dst.blocks), dst.blocks);
+          const std::vector<detail::BlockRun> rest =
+              detail::runs_in_destination_order(detail::runs_after_pairs(runs, lead), dst.blocks);
           queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers), src_base, dst_base,
                       stream, ordinal, [&] {
                         GPUXFER_CUDA_TRY_CTX(

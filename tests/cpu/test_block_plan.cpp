@@ -135,6 +135,26 @@ TEST(BlockPlan, ShuffledRunsComeBackWhole) {
   }
 }
 
+// The runs left when the kernel takes the first pairs: whole runs dropped, a cut run keeps its tail.
+TEST(BlockPlan, RunsAfterPairs) {
+  const std::vector<detail::BlockRun> runs{{0, 0, 4}, {10, 20, 3}};
+  const auto expect = [&](std::size_t pairs, const std::vector<detail::BlockRun>& want) {
+    const std::vector<detail::BlockRun> got = detail::runs_after_pairs(runs, pairs);
+    ASSERT_EQ(got.size(), want.size()) << pairs;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].src, want[i].src) << pairs << ", run " << i;
+      EXPECT_EQ(got[i].dst, want[i].dst) << pairs << ", run " << i;
+      EXPECT_EQ(got[i].blocks, want[i].blocks) << pairs << ", run " << i;
+    }
+  };
+  expect(0, runs);
+  expect(2, {{2, 2, 2}, {10, 20, 3}});
+  expect(4, {{10, 20, 3}});
+  expect(5, {{11, 21, 2}});
+  expect(7, {});
+  expect(9, {});
+}
+
 TEST(BlockPlan, NoPairsNoRuns) { EXPECT_TRUE(detail::plan_block_runs({}, 0, 0).empty()); }
 
 TEST(BlockPlan, PiecesOfPackedAndStridedRuns) {

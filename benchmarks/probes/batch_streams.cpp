@@ -2,8 +2,8 @@
 // memory and pinned host memory in random order (4 KiB to 256 KiB blocks, each direction), as one
 // cudaMemcpyBatchAsync on one stream and as the same rows split over 2, 4 and 8 streams (forked from the
 // first by an event and joined back), beside one copy of all the bytes (the link), and copy_blocks_async
-// of the same pairs (path automatic, then kernel) with the path taken and the host time of its call;
-// host -> device from 32 KiB, also the kernel on the first pairs beside a batch of the others.
+// of the same pairs (path automatic, then batch and kernel forced) with the path taken and the host time
+// of its call: forced batch is the split batch alone, which automatic leads with the kernel host -> device.
 // Each form's time is the best of 7, by events on the first stream; the bytes of every form's last
 // sample are checked. It is why copy_blocks splits a batch of long rows over side streams and where the
 // kernel takes over (docs/BLOCKS.md), and it tells the library's own cost from the copies' when
@@ -155,7 +155,8 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
   const gpuxfer::BlockLayout device_side{r.device, n};
   gpuxfer::BlockCopy copy{h2d ? host_side : device_side, h2d ? device_side : host_side, pairs.data(), n,
                           block};
-  for (const gpuxfer::BlockPath path : {gpuxfer::BlockPath::automatic, gpuxfer::BlockPath::kernel}) {
+  for (const gpuxfer::BlockPath path :
+       {gpuxfer::BlockPath::automatic, gpuxfer::BlockPath::batch, gpuxfer::BlockPath::kernel}) {
     copy.path = path;
     double call_us = 1e30;
     gpuxfer::BlockPath took_path = path;
@@ -170,27 +171,6 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
     right = right && ok;
     std::printf("  copy_blocks_async %s %.3f%s (%s, call %.1f us)", gpuxfer::to_string(path), link / lib,
                 ok ? "" : " (WRONG BYTES)", gpuxfer::to_string(took_path), call_us);
-  }
-  if (h2d && block >= (std::size_t{32} << 10)) {
-    // The kernel leads: it copies the first pairs on stream 0 at once, about what the link moves while
-    // the batch's first part is being queued (0.4 us a row: 16 KiB a row of that part), while the batch
-    // of the others is queued on stream 1 (split by copy_blocks over its side streams).
-    const std::size_t lead = std::min(n, n / 8 * (std::size_t{16} << 10) / block);
-    gpuxfer::BlockCopy head = copy;
-    head.count = lead;
-    head.path = gpuxfer::BlockPath::kernel;
-    gpuxfer::BlockCopy rest = copy;
-    rest.pairs = pairs.data() + 2 * lead;
-    rest.count = n - lead;
-    rest.path = gpuxfer::BlockPath::batch;
-    data.prepare(++salt);
-    const float led = best_ms(r, 2, [&] {
-      (void)gpuxfer::copy_blocks_async(head, r.streams[0]);
-      (void)gpuxfer::copy_blocks_async(rest, r.streams[1]);
-    });
-    const bool ok = data.right();
-    right = right && ok;
-    std::printf("  kernel lead of %zu then batch %.3f%s", lead, link / led, ok ? "" : " (WRONG BYTES)");
   }
   std::printf("\n");
   return right;

@@ -98,8 +98,8 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 
 /// While the first part of a split batch is queued the link idles. Host -> device, the kernel (on the
 /// caller's stream, where the device maps the host memory) copies the first pairs meanwhile: about what
-/// the link moves while one part is queued, this much per row of a part (0.4 us a row at ~40 GB/s; the
-/// `kernel lead` column of gpuxfer-probe-batch-streams measures it).
+/// the link moves while one part is queued, this much per row of a part (0.4 us a row at ~40 GB/s;
+/// gpuxfer-probe-batch-streams sets automatic against forced batch, the split batch alone).
 inline constexpr std::size_t kernel_lead_bytes_per_row = std::size_t{16} << 10;
 
 /// How many of @p count pairs of @p pair_bytes each the kernel copies ahead of a batch of @p rows rows

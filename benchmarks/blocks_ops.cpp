@@ -1,8 +1,10 @@
 // Block copies (the KV-cache offload and load of LLM serving): count blocks of one size between device
 // memory and pinned host memory, each to its own slot, by index pairs in sequential or random order, both
 // directions. copy_blocks against, in the same run, the ways callers do it today: one cudaMemcpyAsync
-// per block, and one cudaMemcpyBatchAsync of every block; and against the link itself (one copy of all
-// the bytes), interleaved sample by sample for the rows with a target. Every sample is checked block by
+// per block, and one cudaMemcpyBatchAsync of every block; against the fastest raw use of the copy
+// engines for scattered blocks, that batch cut into 8 parts on 8 streams; and against the link itself
+// (one copy of all the bytes), interleaved sample by sample with the rows with a target and the 8-stream
+// batch. Every sample is checked block by
 // block against a copy of the source made by one plain copy.
 #include <algorithm>
 #include <array>
@@ -61,7 +63,10 @@ std::shared_ptr<Regions> regions_for(Bench& b, std::size_t block_bytes) {
   return r;
 }
 
-enum class Method { link, loop, batch, gpuxfer };
+enum class Method { link, loop, batch, split, gpuxfer };
+
+// The streams Method::split cuts its batch over (the caller's and side streams).
+constexpr std::size_t split_streams = 8;
 
 // One operation: a direction, an order and a method over the regions of one block size.
 class BlockBench {
@@ -138,15 +143,12 @@ class BlockBench {
                      "cudaMemcpyAsync");
         }
         break;
-      case Method::batch: {
-        cudaMemcpyAttributes attrs{};
-        attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        std::size_t attrs_index = 0;
-        cuda_check(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), r_->count, &attrs,
-                                        &attrs_index, 1, s),
-                   "cudaMemcpyBatchAsync");
+      case Method::batch:
+        batch(0, r_->count, s);
         break;
-      }
+      case Method::split:
+        split(s);
+        break;
       case Method::gpuxfer: {
         const BlockLayout device{r_->device.get(), r_->count};
         const BlockLayout host{r_->host.data(), r_->count};
@@ -163,6 +165,35 @@ class BlockBench {
   void set_path(BlockPath p) { path_ = p; }
 
  private:
+  // One cudaMemcpyBatchAsync of blocks [lo, hi) on @p s.
+  void batch(std::size_t lo, std::size_t hi, cudaStream_t s) {
+    cudaMemcpyAttributes attrs{};
+    attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attrs_index = 0;
+    cuda_check(cudaMemcpyBatchAsync(dsts_.data() + lo, srcs_.data() + lo, sizes_.data() + lo, hi - lo, &attrs,
+                                    &attrs_index, 1, s),
+               "cudaMemcpyBatchAsync");
+  }
+
+  // The blocks in split_streams equal parts: the first on @p s, the others on side streams that wait for
+  // @p s and that @p s waits for after them.
+  void split(cudaStream_t s) {
+    const int ordinal = b_.ordinal(0);
+    while (side_.size() + 1 < split_streams) side_.emplace_back(ordinal);
+    while (events_.size() < split_streams) events_.emplace_back(ordinal, false);
+    cuda_check(cudaEventRecord(events_[0].get(), s), "cudaEventRecord");
+    for (std::size_t j = 1; j < split_streams; ++j)
+      cuda_check(cudaStreamWaitEvent(side_[j - 1].get(), events_[0].get()), "cudaStreamWaitEvent");
+    for (std::size_t j = 0; j < split_streams; ++j) {
+      batch(r_->count * j / split_streams, r_->count * (j + 1) / split_streams,
+            j == 0 ? s : side_[j - 1].get());
+    }
+    for (std::size_t j = 1; j < split_streams; ++j) {
+      cuda_check(cudaEventRecord(events_[j].get(), side_[j - 1].get()), "cudaEventRecord");
+      cuda_check(cudaStreamWaitEvent(s, events_[j].get()), "cudaStreamWaitEvent");
+    }
+  }
+
   Bench& b_;
   std::shared_ptr<Regions> r_;
   bool to_host_;
@@ -170,6 +201,8 @@ class BlockBench {
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;
   std::vector<std::size_t> sizes_;
+  std::vector<Stream> side_;  // Method::split's, made on its first sample
+  std::vector<Event> events_;
   BlockPath path_ = BlockPath::automatic;
 };
 
@@ -196,6 +229,11 @@ OpSpec block_op(std::size_t block_bytes, bool to_host, bool random, Method m,
     case Method::batch:
       name = "blocks_" + dir + "_" + order + "_" + size_name(block_bytes) + "_batch";
       what = "one cudaMemcpyBatchAsync of every block";
+      break;
+    case Method::split:
+      name = "blocks_" + dir + "_" + order + "_" + size_name(block_bytes) + "_batch8";
+      what = "one cudaMemcpyBatchAsync of every block cut into " + std::to_string(split_streams) +
+             " parts on as many streams (forked and joined by events)";
       break;
     case Method::gpuxfer:
       name = "blocks_" + dir + "_" + order + "_" + size_name(block_bytes) +
@@ -224,8 +262,9 @@ OpSpec block_op(std::size_t block_bytes, bool to_host, bool random, Method m,
                 };
                 auto g = std::make_shared<BlockBench>(b, block_bytes, to_host, random);
                 g->set_path(path);
-                if (!target) return b.measure(case_of(g, m));
-                // A row with a target runs interleaved with the link, its ceiling, sample by sample.
+                if (!target && m != Method::split) return b.measure(case_of(g, m));
+                // A row with a target, and the 8-stream batch it is set against, run interleaved with the
+                // link, their ceiling, sample by sample.
                 auto link = std::make_shared<BlockBench>(b, block_bytes, to_host, false);
                 return measure_against(b, case_of(link, Method::link), case_of(g, m));
               },
@@ -242,6 +281,7 @@ std::vector<OpSpec> block_ops() {
       for (const bool random : {false, true}) {
         ops.push_back(block_op(bb, to_host, random, Method::loop));
         ops.push_back(block_op(bb, to_host, random, Method::batch));
+        ops.push_back(block_op(bb, to_host, random, Method::split));
         ops.push_back(block_op(bb, to_host, random, Method::gpuxfer));
         ops.push_back(block_op(bb, to_host, random, Method::gpuxfer, BlockPath::kernel));
         ops.push_back(block_op(bb, to_host, random, Method::gpuxfer, BlockPath::copy_engine));

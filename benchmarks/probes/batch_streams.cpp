@@ -4,10 +4,11 @@
 // first by an event and joined back), beside one copy of all the bytes (the link), and copy_blocks_async
 // of the same pairs (path automatic, then batch and kernel forced) with the path taken and the host time
 // of its call: forced batch is the split batch alone, which automatic leads with the kernel host -> device.
-// Each form's time is the best of 7, by events on the first stream; the bytes of every form's last
-// sample are checked. It is why copy_blocks splits a batch of long rows over side streams and where the
-// kernel takes over (docs/BLOCKS.md), and it tells the library's own cost from the copies' when
-// gpuxfer-bench's blocks_* rows fall short of the split.
+// Beside them, the host time that queueing the 8-stream split takes raw, and a copy_blocks_async call of
+// one pair (forced batch): the call's cost apart from its copies. Each form's time is the best of 7, by
+// events on the first stream; the bytes of every form's last sample are checked. It is why copy_blocks splits
+// a batch of long rows over side streams and where the kernel takes over (docs/BLOCKS.md), and it tells the
+// library's own cost from the copies' when gpuxfer-bench's blocks_* rows fall short of the split.
 //
 //   gpuxfer-probe-batch-streams
 //
@@ -127,7 +128,9 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
   unsigned salt = static_cast<unsigned>(block >> 10) + (h2d ? 1000U : 0U);
   for (const int k : {1, 2, 4, 8}) {
     data.prepare(++salt);
+    double queue_us = 1e30;
     const float ms = best_ms(r, k, [&] {
+      const auto t0 = std::chrono::steady_clock::now();
       for (int j = 0; j < k; ++j) {
         const std::size_t lo = n * j / k;
         const std::size_t hi = n * (j + 1) / k;
@@ -138,10 +141,13 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
                                    &attrs_index, 1, r.streams[j]),
               "cudaMemcpyBatchAsync");
       }
+      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+      queue_us = std::min(queue_us, took.count());
     });
     const bool ok = data.right();
     right = right && ok;
     std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
+    if (k == max_streams) std::printf(" (queued in %.1f us)", queue_us);
   }
   // The library on the same pairs: host slot slot[i] <-> device block i.
   std::vector<std::int64_t> pairs;
@@ -172,6 +178,20 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
     std::printf("  copy_blocks_async %s %.3f%s (%s, call %.1f us)", gpuxfer::to_string(path), link / lib,
                 ok ? "" : " (WRONG BYTES)", gpuxfer::to_string(took_path), call_us);
   }
+  // The call's cost apart from its copies: one pair, forced batch (one cudaMemcpyBatchAsync of one copy).
+  copy.count = 1;
+  copy.path = gpuxfer::BlockPath::batch;
+  double one_us = 1e30;
+  for (int t = 0; t < tries; ++t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)gpuxfer::copy_blocks_async(copy, r.streams[0]);
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+    one_us = std::min(one_us, took.count());
+    check(cudaStreamSynchronize(r.streams[0]), "cudaStreamSynchronize");
+  }
+  const bool ok = data.right();  // the pair copies a block that is already right
+  right = right && ok;
+  std::printf("  one pair %.1f us%s", one_us, ok ? "" : " (WRONG BYTES)");
   std::printf("\n");
   return right;
 }

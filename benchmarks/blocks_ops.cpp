@@ -4,8 +4,7 @@
 // per block, and one cudaMemcpyBatchAsync of every block; against the fastest raw use of the copy
 // engines for scattered blocks, that batch cut into 8 parts on 8 streams; and against the link itself
 // (one copy of all the bytes), interleaved sample by sample with the rows with a target and the 8-stream
-// batch. Every sample is checked block by
-// block against a copy of the source made by one plain copy.
+// batch. Every sample is checked block by block against a copy of the source made by one plain copy.
 #include <algorithm>
 #include <array>
 #include <cstring>

@@ -126,6 +126,10 @@ std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::
   return single;
 }
 
+bool destination_order_pays(std::size_t given_runs, std::size_t sorted_runs) noexcept {
+  return sorted_runs < given_runs && (given_runs - sorted_runs) * destination_order_min_gain >= given_runs;
+}
+
 std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs) {
   std::vector<BlockRun> rest;
   std::size_t seen = 0;  // pairs in the runs before r

@@ -135,21 +135,23 @@ const std::vector<detail::Stream>& side_streams(int ordinal) {
 void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std::byte* dst,
                  cudaStream_t stream, int ordinal, const std::function<void()>& lead = {}) {
   const std::size_t rows = detail::row_count(pieces);
+  std::size_t total = 0;
+  for (const detail::BlockPiece& p : pieces) total += p.width * p.height;
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::vector<std::size_t> sizes;
-  dsts.reserve(rows);
-  srcs.reserve(rows);
-  sizes.reserve(rows);
-  std::size_t total = 0;
-  for (const detail::BlockPiece& p : pieces) {
-    for (std::size_t r = 0; r < p.height; ++r) {
-      dsts.push_back(dst + p.dst_offset + r * p.dst_pitch);
-      srcs.push_back(src + p.src_offset + r * p.src_pitch);
-      sizes.push_back(p.width);
-      total += p.width;
+  const auto rows_of_pieces = [&] {  // built after the lead's launch, which need not wait for them
+    dsts.reserve(rows);
+    srcs.reserve(rows);
+    sizes.reserve(rows);
+    for (const detail::BlockPiece& p : pieces) {
+      for (std::size_t r = 0; r < p.height; ++r) {
+        dsts.push_back(dst + p.dst_offset + r * p.dst_pitch);
+        srcs.push_back(src + p.src_offset + r * p.src_pitch);
+        sizes.push_back(p.width);
+      }
     }
-  }
+  };
   const auto batch = [&](std::size_t lo, std::size_t hi, cudaStream_t s) {
     cudaMemcpyAttributes attrs{};
     attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -160,6 +162,7 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
   };
   const std::size_t parts = detail::batch_parts(total, rows);
   if (parts == 1 && !lead) {
+    rows_of_pieces();
     batch(0, rows, stream);
     return;
   }
@@ -174,7 +177,9 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
     std::size_t first = 0;  // the first part queued on a side stream
     if (lead) {
       lead();
+      rows_of_pieces();
     } else {
+      rows_of_pieces();
       batch(0, rows / parts, stream);
       first = 1;
     }
@@ -270,10 +275,12 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
   const bool batch_ok = !capturing && stream != nullptr && stream != cudaStreamLegacy;
   BlockPath path =
       detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host, batch_ok);
+  bool in_destination_order = false;
   if (path != BlockPath::kernel && runs.size() > 1) {
-    // The copy engines gain from every merge: try the runs in destination order.
+    // The copy engines gain from merges: try the runs in destination order.
     std::vector<detail::BlockRun> sorted = detail::runs_in_destination_order(runs, dst.blocks);
-    if (sorted.size() < runs.size()) {
+    if (detail::destination_order_pays(runs.size(), sorted.size())) {
+      in_destination_order = true;
       pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers);
       path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host,
                                        batch_ok);
@@ -296,8 +303,8 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
         const std::size_t lead = detail::kernel_lead_pairs(c.count, c.layers * c.block_bytes, rows,
                                                            detail::batch_parts(total, rows));
         if (lead > 0 && lead < c.count) {
-          const std::vector<detail::BlockRun> rest =
-              detail::runs_in_destination_order(detail::runs_after_pairs(runs, lead), dst.blocks);
+          std::vector<detail::BlockRun> rest = detail::runs_after_pairs(runs, lead);
+          if (in_destination_order) rest = detail::runs_in_destination_order(rest, dst.blocks);
           queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers), src_base, dst_base,
                       stream, ordinal, [&] {
                         GPUXFER_CUDA_TRY_CTX(

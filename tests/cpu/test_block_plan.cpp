@@ -135,6 +135,32 @@ TEST(BlockPlan, ShuffledRunsComeBackWhole) {
   }
 }
 
+// Destination order is taken where it merges at least one run in 64: not for the run or two that a
+// shuffle of 1024 random pairs merges by chance, whose cost is building every piece again.
+TEST(BlockPlan, DestinationOrderPaysForMerges) {
+  EXPECT_FALSE(detail::destination_order_pays(1024, 1024));
+  EXPECT_FALSE(detail::destination_order_pays(1024, 1023));
+  EXPECT_FALSE(detail::destination_order_pays(1024, 1009));
+  EXPECT_TRUE(detail::destination_order_pays(1024, 1008));  // 16 of 1024 merged
+  EXPECT_TRUE(detail::destination_order_pays(1024, 1));
+  EXPECT_TRUE(detail::destination_order_pays(3, 1));
+  EXPECT_TRUE(detail::destination_order_pays(2, 1));
+  EXPECT_FALSE(detail::destination_order_pays(1, 1));
+  // 1024 random pairs over 1024 blocks each side, as the bench shuffles them: few merges, not taken.
+  std::vector<std::int64_t> src(1024);
+  std::vector<std::int64_t> dst(1024);
+  std::iota(src.begin(), src.end(), 0);
+  std::iota(dst.begin(), dst.end(), 0);
+  std::mt19937_64 rng(7 * 65536 + 2);
+  std::shuffle(src.begin(), src.end(), rng);
+  std::shuffle(dst.begin(), dst.end(), rng);
+  std::vector<std::int64_t> pairs;
+  for (std::size_t k = 0; k < src.size(); ++k) pairs.insert(pairs.end(), {src[k], dst[k]});
+  const auto given = detail::plan_block_runs(pairs, 1024, 1024);
+  const auto sorted = detail::runs_in_destination_order(given, 1024);
+  EXPECT_FALSE(detail::destination_order_pays(given.size(), sorted.size()));
+}
+
 // The runs left when the kernel takes the first pairs: whole runs dropped, a cut run keeps its tail.
 TEST(BlockPlan, RunsAfterPairs) {
   const std::vector<detail::BlockRun> runs{{0, 0, 4}, {10, 20, 3}};

@@ -11,9 +11,12 @@ constexpr unsigned block_threads = 256;
 constexpr unsigned unroll = 4;
 constexpr std::uint64_t max_grid = 1u << 20;
 
+// The pairs of one launch, by value: a small table where a launch has few pairs (block_kernels.hpp).
+template <std::size_t N>
 struct PairTable {
-  std::int64_t pairs[block_pairs_per_launch][2];
+  std::int64_t pairs[N][2];
 };
+constexpr std::size_t small_table_pairs = 128;
 
 __device__ void copy_piece(unsigned char* dst, const unsigned char* src, std::uint64_t size) {
   std::uint64_t done = 0;
@@ -43,8 +46,9 @@ __device__ void copy_pair(const BlockKernelLayout& l, std::uint64_t s, std::uint
   copy_piece(to, from, l.block_bytes);
 }
 
+template <std::size_t N>
 __global__ void __launch_bounds__(block_threads)
-    host_pairs_kernel(BlockKernelLayout l, std::uint64_t count, PairTable table) {
+    host_pairs_kernel(BlockKernelLayout l, std::uint64_t count, PairTable<N> table) {
   const std::uint64_t pieces = count * l.layers;
   for (std::uint64_t p = blockIdx.x; p < pieces; p += gridDim.x) {
     const std::uint64_t k = p / l.layers;
@@ -75,23 +79,31 @@ unsigned grid_for(std::uint64_t pieces) {
   return static_cast<unsigned>(pieces < max_grid ? pieces : max_grid);
 }
 
+template <std::size_t N>
+cudaError_t launch_host_pairs(const BlockKernelLayout& layout, const std::int64_t* pairs, std::size_t n,
+                              cudaStream_t stream) {
+  PairTable<N> table;
+  for (std::size_t k = 0; k < n; ++k) {
+    table.pairs[k][0] = pairs[2 * k];
+    table.pairs[k][1] = pairs[2 * k + 1];
+  }
+  BlockKernelLayout l = layout;
+  std::uint64_t count = n;
+  void* args[] = {&l, &count, &table};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&host_pairs_kernel<N>),
+                          dim3(grid_for(n * layout.layers)), dim3(block_threads), args, 0, stream);
+}
+
 }  // namespace
 
 cudaError_t launch_block_copy_host_pairs(const BlockKernelLayout& layout, const std::int64_t* pairs,
                                          std::size_t count, cudaStream_t stream) {
-  PairTable table;
   for (std::size_t first = 0; first < count; first += block_pairs_per_launch) {
     const std::size_t n = count - first < block_pairs_per_launch ? count - first : block_pairs_per_launch;
-    for (std::size_t k = 0; k < n; ++k) {
-      table.pairs[k][0] = pairs[2 * (first + k)];
-      table.pairs[k][1] = pairs[2 * (first + k) + 1];
-    }
-    BlockKernelLayout l = layout;
-    std::uint64_t pairs_here = n;
-    void* args[] = {&l, &pairs_here, &table};
     const cudaError_t err =
-        cudaLaunchKernel(reinterpret_cast<const void*>(&host_pairs_kernel), dim3(grid_for(n * layout.layers)),
-                         dim3(block_threads), args, 0, stream);
+        n <= small_table_pairs
+            ? launch_host_pairs<small_table_pairs>(layout, pairs + 2 * first, n, stream)
+            : launch_host_pairs<block_pairs_per_launch>(layout, pairs + 2 * first, n, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

@@ -24,7 +24,8 @@ struct BlockKernelLayout {
   std::uint64_t layers = 1;
 };
 
-/// Pairs one launch takes by value (a kernel's parameters hold up to 32 KiB since CUDA 12.1).
+/// Pairs one launch takes by value (a kernel's parameters hold up to 32 KiB since CUDA 12.1). A launch
+/// of at most 128 pairs passes a 2 KiB table instead: the driver copies every byte of the parameters.
 inline constexpr std::size_t block_pairs_per_launch = 2000;
 
 /// Copies the @p count pairs of host memory @p pairs (checked already; copied into the launch's

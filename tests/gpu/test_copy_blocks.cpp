@@ -128,6 +128,19 @@ TEST_P(CopyBlocksPaths, SizesCountsAndOrders) {
   }
 }
 
+// The kernel takes host pairs by value, in launches of a small table or of block_pairs_per_launch (2000)
+// pairs: counts at each table's edge and over several launches, both ways, 3 layers.
+TEST_F(CopyBlocksTest, KernelPairCountsAcrossLaunches) {
+  for (const Dir dir : {Dir::d2h, Dir::h2d}) {
+    for (const std::size_t count :
+         {std::size_t{128}, std::size_t{129}, std::size_t{2000}, std::size_t{2001}, std::size_t{4129}}) {
+      const auto pairs = make_pairs(count, count + 3, count + 7, false, seed(0) + count);
+      check_copy(dir, {nullptr, count + 3}, {nullptr, count + 7}, 96, 3, pairs, BlockPath::kernel,
+                 std::string(dir_name(dir)) + " kernel, " + std::to_string(count) + " pairs");
+    }
+  }
+}
+
 TEST_P(CopyBlocksPaths, LayersAndOddStrides) {
   const auto [dir, path] = GetParam();
   const std::size_t bb = 1000;  // not a multiple of 16: the kernel's byte loop

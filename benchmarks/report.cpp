@@ -132,6 +132,21 @@ const Row* Report::find(const std::string& op, std::size_t size) const {
   return nullptr;
 }
 
+std::optional<double> Report::fastest(const std::string& ceiling, std::size_t size) const {
+  std::optional<double> best;
+  const auto take = [&](double gbps) {
+    if (gbps > 0) best = std::max(best.value_or(0), gbps);
+  };
+  for (const Row& r : rows_) {
+    if (r.size != size) continue;
+    if (r.op->name == ceiling) take(r.gbps);
+    const bool baseline_is_it = r.op->ceiling.size() == 1 && r.op->ceiling.front() == ceiling;
+    if (baseline_is_it && r.stats.baseline_s && *r.stats.baseline_s > 0)
+      take(static_cast<double>(r.bytes) / *r.stats.baseline_s / 1e9);
+  }
+  return best;
+}
+
 void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   Row row;
   row.op = &op;
@@ -144,9 +159,9 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
     std::optional<double> lowest;
     bool all = true;
     for (const std::string& c : op.ceiling) {
-      const Row* ref = find(c, size);
-      all = all && ref != nullptr && ref->gbps > 0;
-      if (all) lowest = lowest ? std::min(*lowest, ref->gbps) : ref->gbps;
+      const std::optional<double> best = fastest(c, size);
+      all = all && best.has_value();
+      if (all) lowest = lowest ? std::min(*lowest, *best) : *best;
     }
     if (all && lowest) row.ceiling = lowest;
   }

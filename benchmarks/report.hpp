@@ -91,6 +91,9 @@ class Report {
  private:
   void print_header(const OpSpec& op);
   [[nodiscard]] const Row* find(const std::string& op, std::size_t size) const;
+  /// The fastest GB/s of @p ceiling at @p size in the run so far: its own row, or the raw baseline of a
+  /// row measured interleaved with it (a disturbed sample of the ceiling is no bound). Null when none.
+  [[nodiscard]] std::optional<double> fastest(const std::string& ceiling, std::size_t size) const;
   /// @p op's target with this run's device count (OpSpec::one_device_target on one device).
   [[nodiscard]] std::optional<double> target_of(const OpSpec& op) const;
   [[nodiscard]] std::size_t headline_size() const;

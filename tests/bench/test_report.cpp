@@ -66,6 +66,38 @@ TEST(BenchReport, ARatioJustUnderTheToleranceIsMetAndTheSpreadIsShown) {
   EXPECT_EQ(report.failures(), 0u);
 }
 
+// A row measured alone is set against the fastest its ceiling went in the run: the ceiling's own row, or
+// the raw baseline of a row measured interleaved with it. The link's own row, disturbed (49.55 GB/s),
+// is no bound for a row that ran at 51.90 where the interleaved baseline read 52.89.
+TEST(BenchReport, ARowMeasuredAloneTakesTheFastestCeilingOfTheRun) {
+  std::ostringstream out;
+  constexpr std::size_t block = 64 << 10;
+  Report report(out, 1, {256 * MiB});
+  const OpSpec link = op_named("blocks_link_d2h_64k");
+  const OpSpec automatic = op_named("blocks_d2h_seq_64k");
+  const OpSpec copy_engine = op_named("blocks_d2h_seq_64k_copy_engine");
+  const double bytes = 64.0 * MiB;
+  const auto seconds = [&](double gbps) { return bytes / gbps / 1e9; };
+  report.begin(link);
+  report.add(link, block, stats_of(seconds(49.55), seconds(49.55), seconds(49.55)));
+  report.end(link);
+  report.begin(automatic);
+  Stats interleaved = stats_of(seconds(51.89), seconds(51.89), seconds(51.89));
+  interleaved.baseline_s = seconds(52.89);
+  report.add(automatic, block, interleaved);
+  report.end(automatic);
+  report.begin(copy_engine);
+  report.add(copy_engine, block, stats_of(seconds(51.90), seconds(51.90), seconds(51.90)));
+  report.end(copy_engine);
+  report.finish();
+  const std::string text = out.str();
+  EXPECT_EQ(text.find("ABOVE"), std::string::npos) << text;
+  EXPECT_NE(text.find("blocks_d2h_seq_64k_copy_engine: 64 KiB: 51.90 GB/s, 1293.0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("= 0.981 x blocks_link_d2h_64k (52.89 GB/s)"), std::string::npos) << text;
+  EXPECT_EQ(report.failures(), 0u);
+}
+
 TEST(BenchReport, AHostBroadcastToSeveralDevicesMayPassOneLinksCeiling) {
   std::ostringstream out;
   Report report(out, 2, {256 * MiB});

@@ -34,7 +34,7 @@ std::size_t add(std::size_t a, std::size_t b, const char* what) {
 }
 
 // Merges, in place, each run of @p runs into the one before it where it continues it on both sides.
-void merge_runs(std::vector<BlockRun>& runs) {
+void merge_runs(std::pmr::vector<BlockRun>& runs) {
   std::size_t kept = 0;
   for (std::size_t k = 0; k < runs.size(); ++k) {
     if (kept > 0) {
@@ -82,10 +82,10 @@ BlockGeometry resolve_layout(const BlockLayout& side, std::size_t block_bytes, s
   return g;
 }
 
-std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::size_t src_blocks,
-                                      std::size_t dst_blocks) {
+std::pmr::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::size_t src_blocks,
+                                           std::size_t dst_blocks, std::pmr::memory_resource* memory) {
   const std::size_t n = pairs.size() / 2;
-  std::vector<BlockRun> single(n);
+  std::pmr::vector<BlockRun> single(n, memory);
   for (std::size_t k = 0; k < n; ++k) {
     const std::int64_t s = pairs[2 * k];
     const std::int64_t d = pairs[2 * k + 1];
@@ -102,7 +102,7 @@ std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::
   }
   // One writer per destination block: a bitmap where the destination is of a sane size, else a sort.
   if (dst_blocks <= (std::size_t{1} << 28)) {
-    std::vector<std::uint64_t> seen((dst_blocks + 63) / 64, 0);
+    std::pmr::vector<std::uint64_t> seen((dst_blocks + 63) / 64, 0, memory);
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t d = single[k].dst;
       if ((seen[d / 64] >> (d % 64) & 1) != 0) {
@@ -111,7 +111,7 @@ std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs, std::
       seen[d / 64] |= std::uint64_t{1} << (d % 64);
     }
   } else {
-    std::vector<std::size_t> order(n);
+    std::pmr::vector<std::size_t> order(n, memory);
     for (std::size_t k = 0; k < n; ++k) order[k] = k;
     std::sort(order.begin(), order.end(),
               [&](std::size_t a, std::size_t b) { return single[a].dst < single[b].dst; });
@@ -130,8 +130,9 @@ bool destination_order_pays(std::size_t given_runs, std::size_t sorted_runs) noe
   return sorted_runs < given_runs && (given_runs - sorted_runs) * destination_order_min_gain >= given_runs;
 }
 
-std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs) {
-  std::vector<BlockRun> rest;
+std::pmr::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs,
+                                            std::pmr::memory_resource* memory) {
+  std::pmr::vector<BlockRun> rest(memory);
   std::size_t seen = 0;  // pairs in the runs before r
   for (const BlockRun& r : runs) {
     if (seen + r.blocks > pairs) {
@@ -143,15 +144,16 @@ std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size
   return rest;
 }
 
-std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, std::size_t dst_blocks) {
+std::pmr::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, std::size_t dst_blocks,
+                                                     std::pmr::memory_resource* memory) {
   const auto by_dst = [](const BlockRun& a, const BlockRun& b) { return a.dst < b.dst; };
-  std::vector<BlockRun> ordered;
+  std::pmr::vector<BlockRun> ordered(memory);
   if (dst_blocks > 4 * runs.size() + 4096) {  // sparse: a sort
     ordered.assign(runs.begin(), runs.end());
     std::sort(ordered.begin(), ordered.end(), by_dst);
   } else {  // dense: placed by the index of their first destination block, which no other run writes
     constexpr std::size_t none = SIZE_MAX;
-    std::vector<std::size_t> at(dst_blocks, none);
+    std::pmr::vector<std::size_t> at(dst_blocks, none, memory);
     for (std::size_t k = 0; k < runs.size(); ++k) at[runs[k].dst] = k;
     ordered.reserve(runs.size());
     for (const std::size_t k : at) {
@@ -162,14 +164,15 @@ std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, 
   return ordered;
 }
 
-std::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const BlockGeometry& src,
-                                     const BlockGeometry& dst, std::size_t block_bytes, std::size_t layers) {
+std::pmr::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const BlockGeometry& src,
+                                          const BlockGeometry& dst, std::size_t block_bytes,
+                                          std::size_t layers, std::pmr::memory_resource* memory) {
   // A block's layers are one contiguous piece on both sides when they lie back to back.
   const bool layers_joined =
       layers == 1 || (src.layer_stride == block_bytes && dst.layer_stride == block_bytes);
   const std::size_t width = layers_joined ? layers * block_bytes : block_bytes;
   const std::size_t parts = layers_joined ? 1 : layers;
-  std::vector<BlockPiece> pieces;
+  std::pmr::vector<BlockPiece> pieces(memory);
   pieces.reserve(runs.size() * parts);
   for (const BlockRun& r : runs) {
     for (std::size_t l = 0; l < parts; ++l) {
@@ -188,6 +191,13 @@ std::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const Block
     }
   }
   return pieces;
+}
+
+std::pmr::memory_resource* plan_memory() {
+  // Few blocks a chunk: a plan holds few vectors at once.
+  thread_local std::pmr::unsynchronized_pool_resource pool(
+      std::pmr::pool_options{.max_blocks_per_chunk = 4, .largest_required_pool_block = std::size_t{4} << 20});
+  return &pool;
 }
 
 std::size_t row_count(std::span<const BlockPiece> pieces) noexcept {

@@ -1,10 +1,12 @@
 // copy_blocks' plan, without a GPU: each side's layout resolved and checked, the pairs checked (range,
 // one writer per destination block) and merged into runs of consecutive blocks, the runs cut into the
-// contiguous pieces the copy engines move, and the path chosen.
+// contiguous pieces the copy engines move, and the path chosen. What a step returns, and what it uses
+// meanwhile, comes from @p memory (copy_blocks passes a pool of its thread's, plan_memory()).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <span>
 #include <vector>
 
@@ -36,14 +38,16 @@ struct BlockRun {
 /// Checks every pair (both indices in range, no destination block written twice) and merges pairs whose
 /// source and destination blocks both follow the previous pair's into runs, in the order given.
 /// @throws Error(Errc::invalid_argument) naming the first bad pair
-[[nodiscard]] std::vector<BlockRun> plan_block_runs(std::span<const std::int64_t> pairs,
-                                                    std::size_t src_blocks, std::size_t dst_blocks);
+[[nodiscard]] std::pmr::vector<BlockRun> plan_block_runs(
+    std::span<const std::int64_t> pairs, std::size_t src_blocks, std::size_t dst_blocks,
+    std::pmr::memory_resource* memory = std::pmr::get_default_resource());
 
 /// @p runs (of plan_block_runs, over a destination of @p dst_blocks blocks) in destination order, merged
 /// again: fewer runs where the caller's order was shuffled. Linear where the destination holds at most a
 /// few times as many blocks as there are runs, else a sort.
-[[nodiscard]] std::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs,
-                                                              std::size_t dst_blocks);
+[[nodiscard]] std::pmr::vector<BlockRun> runs_in_destination_order(
+    std::span<const BlockRun> runs, std::size_t dst_blocks,
+    std::pmr::memory_resource* memory = std::pmr::get_default_resource());
 
 /// Whether the copy engines take the runs in destination order (@p sorted_runs of them) over the caller's
 /// order (@p given_runs): where that merges at least one run in destination_order_min_gain. Every run
@@ -55,7 +59,9 @@ inline constexpr std::size_t destination_order_min_gain = 64;
 
 /// @p runs (of plan_block_runs, in the caller's order) without their first @p pairs pairs: a run cut by
 /// that line keeps its tail.
-[[nodiscard]] std::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs);
+[[nodiscard]] std::pmr::vector<BlockRun> runs_after_pairs(
+    std::span<const BlockRun> runs, std::size_t pairs,
+    std::pmr::memory_resource* memory = std::pmr::get_default_resource());
 
 /// One copy of a plan: @p height rows of @p width bytes, rows @p src_pitch / @p dst_pitch apart (one
 /// row: a plain copy), at byte offsets from each side's base.
@@ -70,9 +76,17 @@ struct BlockPiece {
 
 /// The copies that move @p runs: one per run where a run is contiguous on both sides, one per run and
 /// layer where a block's layers are apart; rows of a strided run as a 2D copy.
-[[nodiscard]] std::vector<BlockPiece> block_pieces(std::span<const BlockRun> runs, const BlockGeometry& src,
-                                                   const BlockGeometry& dst, std::size_t block_bytes,
-                                                   std::size_t layers);
+[[nodiscard]] std::pmr::vector<BlockPiece> block_pieces(
+    std::span<const BlockRun> runs, const BlockGeometry& src, const BlockGeometry& dst,
+    std::size_t block_bytes, std::size_t layers,
+    std::pmr::memory_resource* memory = std::pmr::get_default_resource());
+
+/// The calling thread's pool for copy_blocks' plans: a plan's vectors come from it and go back to it, so
+/// that a thread copying blocks call after call reuses their memory instead of asking the C library for
+/// it each time (whose heap, trimmed after every call, made the host work before the first copy 2-3 x as
+/// long). It keeps the most a plan has held on the thread, blocks of up to 4 MiB (larger ones are
+/// returned at once), until the thread ends.
+[[nodiscard]] std::pmr::memory_resource* plan_memory();
 
 /// Contiguous rows of @p pieces (what cudaMemcpyBatchAsync takes: 2D pieces cut into their rows).
 [[nodiscard]] std::size_t row_count(std::span<const BlockPiece> pieces) noexcept;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <vector>
@@ -137,9 +138,10 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
   const std::size_t rows = detail::row_count(pieces);
   std::size_t total = 0;
   for (const detail::BlockPiece& p : pieces) total += p.width * p.height;
-  std::vector<void*> dsts;
-  std::vector<const void*> srcs;
-  std::vector<std::size_t> sizes;
+  std::pmr::memory_resource* memory = detail::plan_memory();
+  std::pmr::vector<void*> dsts(memory);
+  std::pmr::vector<const void*> srcs(memory);
+  std::pmr::vector<std::size_t> sizes(memory);
   const auto rows_of_pieces = [&] {  // built after the lead's launch, which need not wait for them
     dsts.reserve(rows);
     srcs.reserve(rows);
@@ -267,9 +269,11 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
     return BlockPath::kernel;
   }
   const std::span<const std::int64_t> pairs(c.pairs, 2 * c.count);
-  std::vector<detail::BlockRun> runs = detail::plan_block_runs(pairs, src.blocks, dst.blocks);
+  std::pmr::memory_resource* memory = detail::plan_memory();
+  std::pmr::vector<detail::BlockRun> runs = detail::plan_block_runs(pairs, src.blocks, dst.blocks, memory);
   if (c.count == 0) return c.path;
-  std::vector<detail::BlockPiece> pieces = detail::block_pieces(runs, src, dst, c.block_bytes, c.layers);
+  std::pmr::vector<detail::BlockPiece> pieces =
+      detail::block_pieces(runs, src, dst, c.block_bytes, c.layers, memory);
   const std::size_t total = c.count * c.layers * c.block_bytes;
   const bool loads_host = !rs.device;
   const bool batch_ok = !capturing && stream != nullptr && stream != cudaStreamLegacy;
@@ -278,10 +282,10 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
   bool in_destination_order = false;
   if (path != BlockPath::kernel && runs.size() > 1) {
     // The copy engines gain from merges: try the runs in destination order.
-    std::vector<detail::BlockRun> sorted = detail::runs_in_destination_order(runs, dst.blocks);
+    std::pmr::vector<detail::BlockRun> sorted = detail::runs_in_destination_order(runs, dst.blocks, memory);
     if (detail::destination_order_pays(runs.size(), sorted.size())) {
       in_destination_order = true;
-      pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers);
+      pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers, memory);
       path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host,
                                        batch_ok);
     }
@@ -303,10 +307,10 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
         const std::size_t lead = detail::kernel_lead_pairs(c.count, c.layers * c.block_bytes, rows,
                                                            detail::batch_parts(total, rows));
         if (lead > 0 && lead < c.count) {
-          std::vector<detail::BlockRun> rest = detail::runs_after_pairs(runs, lead);
-          if (in_destination_order) rest = detail::runs_in_destination_order(rest, dst.blocks);
-          queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers), src_base, dst_base,
-                      stream, ordinal, [&] {
+          std::pmr::vector<detail::BlockRun> rest = detail::runs_after_pairs(runs, lead, memory);
+          if (in_destination_order) rest = detail::runs_in_destination_order(rest, dst.blocks, memory);
+          queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers, memory), src_base,
+                      dst_base, stream, ordinal, [&] {
                         GPUXFER_CUDA_TRY_CTX(
                             detail::launch_block_copy_host_pairs(layout, c.pairs, lead, stream),
                             "copy_blocks: the kernel of " + std::to_string(lead) + " pairs");

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -165,7 +166,7 @@ TEST(BlockPlan, DestinationOrderPaysForMerges) {
 TEST(BlockPlan, RunsAfterPairs) {
   const std::vector<detail::BlockRun> runs{{0, 0, 4}, {10, 20, 3}};
   const auto expect = [&](std::size_t pairs, const std::vector<detail::BlockRun>& want) {
-    const std::vector<detail::BlockRun> got = detail::runs_after_pairs(runs, pairs);
+    const auto got = detail::runs_after_pairs(runs, pairs);
     ASSERT_EQ(got.size(), want.size()) << pairs;
     for (std::size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].src, want[i].src) << pairs << ", run " << i;
@@ -179,6 +180,28 @@ TEST(BlockPlan, RunsAfterPairs) {
   expect(5, {{11, 21, 2}});
   expect(7, {});
   expect(9, {});
+}
+
+// copy_blocks plans from its thread's pool: a plan's memory goes back to the pool, and the next plan of
+// the thread gets it again instead of asking the C library; another thread has a pool of its own.
+TEST(BlockPlan, PlansReuseTheThreadsMemory) {
+  std::vector<std::int64_t> pairs;
+  for (std::int64_t k = 0; k < 1024; ++k) pairs.insert(pairs.end(), {(k * 7) % 1024, 1023 - k});
+  const void* first = nullptr;
+  {
+    const auto runs = detail::plan_block_runs(pairs, 1024, 1024, detail::plan_memory());
+    ASSERT_EQ(runs.size(), 1024u);
+    first = runs.data();
+  }
+  for (int again = 0; again < 3; ++again) {
+    const auto runs = detail::plan_block_runs(pairs, 1024, 1024, detail::plan_memory());
+    EXPECT_EQ(static_cast<const void*>(runs.data()), first) << again;
+    EXPECT_EQ(runs[5].src, 35u);
+    EXPECT_EQ(runs[5].dst, 1018u);
+  }
+  std::pmr::memory_resource* other = nullptr;
+  std::thread([&] { other = detail::plan_memory(); }).join();
+  EXPECT_NE(other, detail::plan_memory());
 }
 
 TEST(BlockPlan, NoPairsNoRuns) { EXPECT_TRUE(detail::plan_block_runs({}, 0, 0).empty()); }

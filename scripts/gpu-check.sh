@@ -20,7 +20,8 @@
 #               AddressSanitizer + UBSan (build-asan/). Fails on any sanitizer report
 #   --all       all of them
 #
-# Every mode starts with the topology and a Release build in build-gpu/ (incremental after the first).
+# Every mode starts with the topology and a Release build in build-gpu/ (incremental after the first; of
+# the gpuxfer tool, the bench and the probes alone where no mode needs the tests or the Python module).
 # The runner stops a call at 600 s: every step after the build is held to what is left of
 # GPUXFER_CHECK_BUDGET_S (570 s from the start unless set), so that the summary is always written. A step
 # stopped there, or not started for want of 20 s, fails the run (an informational one only says so).
@@ -214,9 +215,16 @@ else
   python_args=(-DGPUXFER_BUILD_PYTHON=OFF)
 fi
 
+# --bench and --ranks alone need only the gpuxfer tool, the bench and the probes: a fresh runner builds
+# those in a fraction of the time that everything takes (the tests are most of it).
+targets=()
+if ((!run_tests && !run_one_gpu && !run_sanitize && !run_python)); then
+  targets=(--target gpuxfer_cli gpuxfer_benchmarks)
+fi
+
 build_tree() {  # extra cmake arguments...
   cmake -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >>"$logs/build.log" 2>&1 &&
-    cmake --build "$build" -j "$jobs" >>"$logs/build.log" 2>&1
+    cmake --build "$build" -j "$jobs" "${targets[@]}" >>"$logs/build.log" 2>&1
 }
 
 section "configure and build ($jobs jobs)"

@@ -65,8 +65,9 @@ const CopyCeiling copy_ceilings[] = {
     {"latency_4k", "one 4 KiB cudaMemcpyAsync D2H + event per device, wait for all", all, d2h_every,
      Clock::latency},
     {"latency_graph_raw_4k",
-     "one 4 KiB cudaMemcpyAsync D2H per device captured in a CUDA graph; launch + stream synchronise", all,
-     d2h_every, Clock::graph},
+     "one 4 KiB D2H per device captured in a CUDA graph, as memcpy or kernel nodes (whichever replays "
+     "sooner); launch + stream synchronise",
+     all, d2h_every, Clock::graph},
 };
 
 OpSpec copy_ceiling(const CopyCeiling& c) {

@@ -68,7 +68,9 @@ void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_do
 
 /// A graph latency probe's case: @p copies captured once in a CUDA graph (forked from device 0's stream
 /// to every other device's and joined back), a sample being steady_clock around its launch and a
-/// synchronise of device 0's stream: the least a replayed graph that makes these copies can cost.
+/// synchronise of device 0's stream: the least a replayed graph that makes these copies can cost. The
+/// copies are memcpy nodes, or kernel nodes where they can be (device -> host, 16-byte vectors) and that
+/// graph replayed sooner (the fastest of 20 replays each, when the case is made).
 [[nodiscard]] Case graph_latency_case(Bench& b, std::vector<RawCopy> copies);
 
 /// The rounds of a bandwidth measured interleaved with its ceiling (measure_against).

@@ -1,6 +1,6 @@
 #include "raw_copies.hpp"
 
-#include "gate_kernel.hpp"
+#include "cuda/copy_kernels.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -27,13 +27,21 @@ void prepare_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t 
   b.synchronize();
 }
 
-void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done) {
+bool kernel_copy(const RawCopy& c) {
+  const auto address = [](const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  return c.from.device && !c.to.device && c.bytes % 16 == 0 &&
+         ((address(c.from.ptr) | address(c.to.ptr)) & 15) == 0;
+}
+
+void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done, bool kernels) {
   std::optional<DeviceGuard> guard;
   for (std::size_t i = 0; i < copies.size(); ++i) {
     const RawCopy& c = copies[i];
     if (i == 0 || copies[i - 1].stream != c.stream) guard.emplace(b.ordinal(c.stream));
     const cudaStream_t stream = b.stream(c.stream);
-    if (c.from.device && c.to.device) {
+    if (kernels && kernel_copy(c)) {
+      cuda_check(detail::launch_copy(c.to.ptr, c.from.ptr, c.bytes, stream), "launch_copy D2H");
+    } else if (c.from.device && c.to.device) {
       cuda_check(cudaMemcpyPeerAsync(c.to.ptr, b.ordinal(*c.to.device), c.from.ptr, b.ordinal(*c.from.device),
                                      c.bytes, stream),
                  "cudaMemcpyPeerAsync");
@@ -108,13 +116,6 @@ std::shared_ptr<CUgraphExec_st> capture_graph(cudaStream_t stream, const std::fu
 
 namespace {
 
-// Whether @p c may be a kernel node in a raw graph: device -> host, 16-byte vectors on both sides.
-bool kernel_copy(const RawCopy& c) {
-  const auto address = [](const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); };
-  return c.from.device && !c.to.device && c.bytes % 16 == 0 &&
-         ((address(c.from.ptr) | address(c.to.ptr)) & 15) == 0;
-}
-
 // Microseconds of the fastest of 20 replays of @p graph on @p stream (after 5), launch to synchronised.
 double fastest_replay_us(const std::shared_ptr<CUgraphExec_st>& graph, cudaStream_t stream) {
   double best = 1e30;
@@ -144,19 +145,7 @@ Case graph_latency_case(Bench& b, std::vector<RawCopy> copies) {
             if (d != first)
               cuda_check(cudaStreamWaitEvent(b.stream(d), b.done_event(first)), "raw graph: fork");
           }
-          if (kernel_nodes) {
-            for (const RawCopy& c : copies) {
-              const DeviceGuard on(b.ordinal(c.stream));
-              cuda_check(
-                  kernel_copy(c)
-                      ? launch_vector_copy(c.to.ptr, c.from.ptr, c.bytes / 16, b.stream(c.stream))
-                      : cudaMemcpyAsync(c.to.ptr, c.from.ptr, c.bytes, cudaMemcpyDefault, b.stream(c.stream)),
-                  "raw graph: a copy");
-              cuda_check(cudaEventRecord(b.done_event(c.stream), b.stream(c.stream)), "cudaEventRecord");
-            }
-          } else {
-            enqueue_copies(b, copies, true);
-          }
+          enqueue_copies(b, copies, true, kernel_nodes);
           for (const std::size_t d : devices) {
             if (d != first) cuda_check(cudaStreamWaitEvent(stream, b.done_event(d)), "raw graph: join");
           }

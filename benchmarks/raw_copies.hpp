@@ -42,10 +42,14 @@ struct RawCopy {
 /// Fills every source with its pattern, poisons every destination, waits.
 void prepare_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run);
 
-/// Queues every copy on its stream (device to device: cudaMemcpyPeerAsync; else cudaMemcpyAsync),
+/// Queues every copy on its stream (device to device: cudaMemcpyPeerAsync; else cudaMemcpyAsync; with
+/// @p kernels, a device -> host copy of 16-byte vectors as the library's copy kernel, launch_copy),
 /// switching devices only between streams of different devices; with @p record_done, records
 /// done_event(d) after the last copy of each device d.
-void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done);
+void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done, bool kernels = false);
+
+/// Whether enqueue_copies may queue @p c as a kernel: device -> host, 16-byte vectors on both sides.
+[[nodiscard]] bool kernel_copy(const RawCopy& c);
 
 /// Bytes of every destination that differ from its pattern. Blocks.
 [[nodiscard]] std::size_t check_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t run);

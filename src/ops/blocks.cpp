@@ -138,22 +138,25 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
   const std::size_t rows = detail::row_count(pieces);
   std::size_t total = 0;
   for (const detail::BlockPiece& p : pieces) total += p.width * p.height;
+  const std::size_t parts = detail::batch_parts(total, rows);
+  const bool split = parts > 1 || lead;
+  // The side streams wait for the fork, recorded before the lead so that they do not wait for its kernel.
+  const detail::SharedEvent fork = split ? detail::record_event(ordinal, stream) : nullptr;
+  if (lead) lead();  // first: it needs none of the rows built below
   std::pmr::memory_resource* memory = detail::plan_memory();
   std::pmr::vector<void*> dsts(memory);
   std::pmr::vector<const void*> srcs(memory);
   std::pmr::vector<std::size_t> sizes(memory);
-  const auto rows_of_pieces = [&] {  // built after the lead's launch, which need not wait for them
-    dsts.reserve(rows);
-    srcs.reserve(rows);
-    sizes.reserve(rows);
-    for (const detail::BlockPiece& p : pieces) {
-      for (std::size_t r = 0; r < p.height; ++r) {
-        dsts.push_back(dst + p.dst_offset + r * p.dst_pitch);
-        srcs.push_back(src + p.src_offset + r * p.src_pitch);
-        sizes.push_back(p.width);
-      }
+  dsts.reserve(rows);
+  srcs.reserve(rows);
+  sizes.reserve(rows);
+  for (const detail::BlockPiece& p : pieces) {
+    for (std::size_t r = 0; r < p.height; ++r) {
+      dsts.push_back(dst + p.dst_offset + r * p.dst_pitch);
+      srcs.push_back(src + p.src_offset + r * p.src_pitch);
+      sizes.push_back(p.width);
     }
-  };
+  }
   const auto batch = [&](std::size_t lo, std::size_t hi, cudaStream_t s) {
     cudaMemcpyAttributes attrs{};
     attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -162,14 +165,11 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
                                               &attrs, &attrs_index, 1, s),
                          "copy_blocks: cudaMemcpyBatchAsync of " + std::to_string(hi - lo) + " copies");
   };
-  const std::size_t parts = detail::batch_parts(total, rows);
-  if (parts == 1 && !lead) {
-    rows_of_pieces();
+  if (!split) {
     batch(0, rows, stream);
     return;
   }
   const std::vector<detail::Stream>& side = side_streams(ordinal);
-  const detail::SharedEvent fork = detail::record_event(ordinal, stream);
   std::size_t forked = 0;  // side streams that wait for the fork and must be joined back
   const auto join = [&] {
     for (std::size_t j = 0; j < forked; ++j)
@@ -177,11 +177,7 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
   };
   try {
     std::size_t first = 0;  // the first part queued on a side stream
-    if (lead) {
-      lead();
-      rows_of_pieces();
-    } else {
-      rows_of_pieces();
+    if (!lead) {
       batch(0, rows / parts, stream);
       first = 1;
     }

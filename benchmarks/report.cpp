@@ -264,9 +264,11 @@ void Report::end(const OpSpec& op) {
 void Report::finish() {
   out_ << "#\n# headline at " << format_bytes(headline_size())
        << " per device (fixed-size operations at their own size): ratio = GB/s / ceiling GB/s; spread = (slowest - fastest sample) / median\n";
-  char line[200];
-  std::snprintf(line, sizeof line, "# %-24s %8s %7s  %-40s %-14s %s\n", "op", "ratio", "spread", "vs", "target",
-                "");
+  int width = 24;  // the op column: as wide as the longest name
+  for (const OpSpec* op : ops_) width = std::max(width, static_cast<int>(op->name.size()));
+  char line[240];
+  std::snprintf(line, sizeof line, "# %-*s %8s %7s  %-40s %-14s %s\n", width, "op", "ratio", "spread", "vs",
+                "target", "");
   out_ << line;
   for (const OpSpec* op : ops_) {
     if (op->kind == Kind::ceiling || op->ceiling.empty()) continue;
@@ -280,7 +282,7 @@ void Report::finish() {
       status = "ABOVE CEILING";
     if (r != nullptr && r->ratio && !target) status = "";
     if (r != nullptr && !r->ratio) status = "no " + ceiling_name(*op) + " measured";
-    std::snprintf(line, sizeof line, "# %-24s %8s %7s  %-40s %-14s %s\n", op->name.c_str(),
+    std::snprintf(line, sizeof line, "# %-*s %8s %7s  %-40s %-14s %s\n", width, op->name.c_str(),
                   opt(r != nullptr ? r->ratio : std::nullopt, 3).c_str(),
                   r != nullptr ? (fixed(spread_of(r->stats) * 100, 1) + "%").c_str() : "-",
                   ceiling_name(*op).c_str(), target_text(*op, target).c_str(), status.c_str());

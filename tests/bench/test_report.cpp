@@ -98,6 +98,28 @@ TEST(BenchReport, ARowMeasuredAloneTakesTheFastestCeilingOfTheRun) {
   EXPECT_EQ(report.failures(), 0u);
 }
 
+// The headline's op column is as wide as the longest name, so every row's ratio starts in one column.
+TEST(BenchReport, TheHeadlineColumnsLineUpPastLongNames) {
+  std::ostringstream out;
+  Report report(out, 1, {256 * MiB});
+  const OpSpec link = op_named("blocks_link_d2h_64k");
+  const OpSpec copy_engine = op_named("blocks_d2h_seq_64k_copy_engine");  // 30 characters
+  const OpSpec loop = op_named("blocks_d2h_seq_64k_loop");
+  for (const OpSpec* op : {&link, &copy_engine, &loop}) {
+    report.begin(*op);
+    report.add(*op, 64 << 10, stats_of(0.002, 0.002, 0.002));
+    report.end(*op);
+  }
+  report.finish();
+  const std::string text = out.str();
+  const auto column = [&](const std::string& name) {
+    const std::size_t line = text.find("\n# " + name + " ", text.find("# headline"));
+    EXPECT_NE(line, std::string::npos) << text;
+    return text.find("1.000", line) - line;
+  };
+  EXPECT_EQ(column("blocks_d2h_seq_64k_copy_engine"), column("blocks_d2h_seq_64k_loop")) << text;
+}
+
 TEST(BenchReport, AHostBroadcastToSeveralDevicesMayPassOneLinksCeiling) {
   std::ostringstream out;
   Report report(out, 2, {256 * MiB});

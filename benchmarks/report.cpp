@@ -37,6 +37,15 @@ json_t interleaved_json(const Stats& stats) {
   return {{"baseline_us", stats.baseline_s.value_or(0) * 1e6}, {"pick", "best round"}, {"rounds", rounds}};
 }
 
+// The GB/s of an interleaved measurement's baseline in its fastest round; 0 for a row measured alone.
+double baseline_gbps(const Stats& stats, std::size_t bytes) {
+  double fastest_s = stats.baseline_s.value_or(0);
+  for (const Round& r : stats.rounds) {
+    if (r.baseline_s > 0 && (fastest_s <= 0 || r.baseline_s < fastest_s)) fastest_s = r.baseline_s;
+  }
+  return fastest_s > 0 ? static_cast<double>(bytes) / fastest_s / 1e9 : 0;
+}
+
 // The spread of a row's samples: (slowest - fastest) / median.
 double spread_of(const Stats& stats) {
   return stats.median_s > 0 ? (stats.max_s - stats.min_s) / stats.median_s : 0;
@@ -141,8 +150,7 @@ std::optional<double> Report::fastest(const std::string& ceiling, std::size_t si
     if (r.size != size) continue;
     if (r.op->name == ceiling) take(r.gbps);
     const bool baseline_is_it = r.op->ceiling.size() == 1 && r.op->ceiling.front() == ceiling;
-    if (baseline_is_it && r.stats.baseline_s && *r.stats.baseline_s > 0)
-      take(static_cast<double>(r.bytes) / *r.stats.baseline_s / 1e9);
+    if (baseline_is_it) take(baseline_gbps(r.stats, r.bytes));
   }
   return best;
 }
@@ -165,10 +173,11 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
     }
     if (all && lowest) row.ceiling = lowest;
   }
-  // Measured interleaved with its own raw baseline: that is the ceiling, not the ceiling op's own row
-  // (an op with no ceiling, such as a --ranks reference, has none either way).
-  if (!op.ceiling.empty() && stats.baseline_s && *stats.baseline_s > 0)
-    row.ceiling = static_cast<double>(row.bytes) / *stats.baseline_s / 1e9;
+  // Measured interleaved with its own raw baseline: the ceiling is the faster of that baseline (its
+  // fastest round) and the fastest the ceiling went elsewhere in the run (an op with no ceiling, such as
+  // a --ranks reference, has none either way).
+  if (const double own = baseline_gbps(stats, row.bytes); !op.ceiling.empty() && own > 0)
+    row.ceiling = std::max(row.ceiling.value_or(0), own);
   if (row.ceiling) row.ratio = row.gbps / *row.ceiling;
   if (!op.bound.empty()) {
     if (const Row* b = find(op.bound, size)) row.bound = b->gbps;

@@ -81,8 +81,8 @@ class Report {
   ///    "wrong": total wrong bytes}
   /// "results" holds every operation that is not a ceiling; null where a value does not exist.
   /// "interleaved" is there for an operation timed sample by sample against its raw baseline
-  /// (measure_interleaved): its time_us and ceiling come from the round it picks, not from the ceiling
-  /// op's own row.
+  /// (measure_interleaved): its time_us comes from the round it picks, its ceiling from the fastest the
+  /// ceiling went in the run (its baseline's fastest round, the ceiling op's own row, other baselines).
   [[nodiscard]] nlohmann::ordered_json json(const RunnerInfo& info, const BenchOptions& options) const;
 
   [[nodiscard]] std::size_t wrong() const noexcept { return wrong_; }
@@ -92,7 +92,8 @@ class Report {
   void print_header(const OpSpec& op);
   [[nodiscard]] const Row* find(const std::string& op, std::size_t size) const;
   /// The fastest GB/s of @p ceiling at @p size in the run so far: its own row, or the raw baseline of a
-  /// row measured interleaved with it (a disturbed sample of the ceiling is no bound). Null when none.
+  /// row measured interleaved with it, in its fastest round (a disturbed sample of the ceiling is no
+  /// bound). Null when none.
   [[nodiscard]] std::optional<double> fastest(const std::string& ceiling, std::size_t size) const;
   /// @p op's target with this run's device count (OpSpec::one_device_target on one device).
   [[nodiscard]] std::optional<double> target_of(const OpSpec& op) const;

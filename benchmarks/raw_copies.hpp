@@ -82,7 +82,7 @@ inline constexpr int ceiling_rounds = 3;
 
 /// @p c interleaved with @p ceiling, the case its row is measured against, sample by sample:
 /// ceiling_rounds rounds of --iters pairs; the least disturbed round (bench::measure_interleaved) is
-/// reported, set against the fastest the ceiling went in the run (Report::add). Measured apart, the host's
+/// reported, the ceiling's median in it the row's ceiling (Report::add). Measured apart, the host's
 /// memory swung between the ceiling's samples and the operation's: a pinned broadcast read 0.917 x its
 /// ceiling in one run on the one-GPU runner and 0.987 x in the next process. Under --ranks, where such an
 /// operation is a reference of the cross-process ones, which are measured alone, so is it: b.measure(c).

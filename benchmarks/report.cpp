@@ -173,11 +173,15 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
     }
     if (all && lowest) row.ceiling = lowest;
   }
-  // Measured interleaved with its own raw baseline: the ceiling is the faster of that baseline (its
-  // fastest round) and the fastest the ceiling went elsewhere in the run (an op with no ceiling, such as
-  // a --ranks reference, has none either way).
-  if (const double own = baseline_gbps(stats, row.bytes); !op.ceiling.empty() && own > 0)
-    row.ceiling = std::max(row.ceiling.value_or(0), own);
+  // Measured interleaved with its own baseline: that baseline, in the round reported, is the ceiling (an
+  // op with no ceiling, such as a --ranks reference, has none either way). A raw copy cannot be outrun:
+  // where the operation outran it, that round's copies were disturbed, and the fastest the ceiling went
+  // in the run (this row's other rounds included) bounds the operation instead.
+  if (!op.ceiling.empty() && stats.baseline_s && *stats.baseline_s > 0) {
+    const double own = static_cast<double>(row.bytes) / *stats.baseline_s / 1e9;
+    const bool outran = row.gbps > own && raw_ceiling(op, devices_);
+    row.ceiling = outran ? std::max({row.ceiling.value_or(0), baseline_gbps(stats, row.bytes), own}) : own;
+  }
   if (row.ceiling) row.ratio = row.gbps / *row.ceiling;
   if (!op.bound.empty()) {
     if (const Row* b = find(op.bound, size)) row.bound = b->gbps;

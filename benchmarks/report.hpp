@@ -81,8 +81,8 @@ class Report {
   ///    "wrong": total wrong bytes}
   /// "results" holds every operation that is not a ceiling; null where a value does not exist.
   /// "interleaved" is there for an operation timed sample by sample against its raw baseline
-  /// (measure_interleaved): its time_us comes from the round it picks, its ceiling from the fastest the
-  /// ceiling went in the run (its baseline's fastest round, the ceiling op's own row, other baselines).
+  /// (measure_interleaved): its time_us and ceiling come from the round it picks, not from the ceiling
+  /// op's own row; where it outran a raw ceiling there, from the fastest that ceiling went in the run.
   [[nodiscard]] nlohmann::ordered_json json(const RunnerInfo& info, const BenchOptions& options) const;
 
   [[nodiscard]] std::size_t wrong() const noexcept { return wrong_; }

@@ -35,9 +35,9 @@ struct Stats {
   double max_s = 0;
   std::size_t wrong = 0;
   int samples = 0;
-  /// Set by measure_interleaved: the baseline's median in the round that median_s comes from, and every
-  /// round's two medians (the report sets the operation against the fastest of these baselines and of
-  /// its ceiling's other measurements in the run).
+  /// Set by measure_interleaved: the baseline's median in the round that median_s comes from (the
+  /// operation's ceiling, unless the operation outran a raw one: Report::add), and every round's two
+  /// medians.
   std::optional<double> baseline_s{};
   std::vector<Round> rounds{};
 };

@@ -28,9 +28,8 @@ void prepare_copies(Bench& b, const std::vector<RawCopy>& copies, std::uint64_t 
 }
 
 bool kernel_copy(const RawCopy& c) {
-  const auto address = [](const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); };
   return c.from.device && !c.to.device && c.bytes % 16 == 0 &&
-         ((address(c.from.ptr) | address(c.to.ptr)) & 15) == 0;
+         detail::copy_moves_vectors(c.to.ptr, c.from.ptr);
 }
 
 void enqueue_copies(Bench& b, const std::vector<RawCopy>& copies, bool record_done, bool kernels) {

@@ -25,4 +25,10 @@ cudaError_t launch_pack(const PackItem* items, std::size_t count, void* packed, 
 /// most 64.
 cudaError_t launch_copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream);
 
+/// Whether launch_copy (and launch_pack, per piece) moves @p dst and @p src as 16-byte vectors: both
+/// 16-byte aligned. Otherwise it copies byte by byte.
+[[nodiscard]] inline bool copy_moves_vectors(const void* dst, const void* src) noexcept {
+  return ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0;
+}
+
 }  // namespace gpuxfer::detail

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +31,8 @@ SharedEvent enqueue_download(ManagerState& m, const DeviceRange& src, std::byte*
   const cudaStream_t stream = src.own_stream != nullptr ? src.own_stream : s.d2h.get();
   stream_wait(stream, src.ready);
   // A kernel node only where the copy kernel moves 16-byte vectors, as measured; byte-wise, not measured.
-  const bool vectors =
-      ((reinterpret_cast<std::uintptr_t>(host) | reinterpret_cast<std::uintptr_t>(src.ptr)) & 15) == 0;
   if (queued == Queued::captured && m.options.capture_copy_kernels && src.size <= captured_kernel_copy_max &&
-      vectors && device_maps_pinned_range(host, src.size)) {
+      copy_moves_vectors(host, src.ptr) && device_maps_pinned_range(host, src.size)) {
     GPUXFER_CUDA_TRY_CTX(launch_copy(host, src.ptr, src.size, stream), describe(m, src));
   } else if (src.size != 0) {
     GPUXFER_CUDA_TRY_CTX(cudaMemcpyAsync(host, src.ptr, src.size, cudaMemcpyDeviceToHost, stream),

@@ -180,7 +180,7 @@ void Report::add(const OpSpec& op, std::size_t size, const Stats& stats) {
   if (!op.ceiling.empty() && stats.baseline_s && *stats.baseline_s > 0) {
     const double own = static_cast<double>(row.bytes) / *stats.baseline_s / 1e9;
     const bool outran = row.gbps > own && raw_ceiling(op, devices_);
-    row.ceiling = outran ? std::max({row.ceiling.value_or(0), baseline_gbps(stats, row.bytes), own}) : own;
+    row.ceiling = outran ? std::max(row.ceiling.value_or(0), baseline_gbps(stats, row.bytes)) : own;
   }
   if (row.ceiling) row.ratio = row.gbps / *row.ceiling;
   if (!op.bound.empty()) {

@@ -213,7 +213,8 @@ std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept {
 
 std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
                               std::size_t parts) noexcept {
-  if (parts <= 1 || pair_bytes == 0) return 0;
+  if (parts <= 1 || pair_bytes == 0 || rows == 0 || count * pair_bytes / rows >= kernel_lead_max_row)
+    return 0;
   return std::min(count, rows / parts * kernel_lead_bytes_per_row / pair_bytes);
 }
 

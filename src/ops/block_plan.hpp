@@ -124,9 +124,15 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 /// the link moves while one part is queued, this much per row of a part (0.4 us a row at ~40 GB/s;
 /// gpuxfer-probe-batch-streams sets automatic against forced batch, the split batch alone).
 inline constexpr std::size_t kernel_lead_bytes_per_row = std::size_t{16} << 10;
+/// The lead pays only where rows are shorter than this on average. At 32 KiB it wins (best of 7 in the
+/// probe: 0.78 / 0.91 / 0.99 of the link against 0.73 / 0.87 / 0.89 for the split alone); from 64 KiB it
+/// is even on a quiet host and loses on a busy one (64 KiB, five runs: 0.65-0.95 with it, 0.88-0.93
+/// without; docs/BLOCKS.md).
+inline constexpr std::size_t kernel_lead_max_row = std::size_t{64} << 10;
 
 /// How many of @p count pairs of @p pair_bytes each the kernel copies ahead of a batch of @p rows rows
-/// in all, split into @p parts parts (0 when the batch is not split).
+/// in all, split into @p parts parts (0 when the batch is not split or its rows average
+/// kernel_lead_max_row or more).
 [[nodiscard]] std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
                                             std::size_t parts) noexcept;
 

@@ -265,18 +265,23 @@ TEST(BlockPlan, BatchSplit) {
   EXPECT_EQ(detail::batch_parts(64 * detail::copy_engine_min_row, 64), 4U);
 }
 
-// The kernel's lead: what the link moves while one part of the batch is queued, 16 KiB per row of it.
+// The kernel's lead: what the link moves while one part of the batch is queued, 16 KiB per row of it,
+// and only where rows average under 64 KiB.
 TEST(BlockPlan, KernelLead) {
   constexpr std::size_t k32 = std::size_t{32} << 10;
+  constexpr std::size_t k48 = std::size_t{48} << 10;
   constexpr std::size_t k64 = std::size_t{64} << 10;
   constexpr std::size_t m1 = std::size_t{1} << 20;
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k64, 1024, 1), 0U);    // not split: no lead
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k64, 1024, 8), 32U);   // 2 MiB
+  EXPECT_EQ(detail::kernel_lead_pairs(2048, k32, 2048, 1), 0U);    // not split: no lead
   EXPECT_EQ(detail::kernel_lead_pairs(2048, k32, 2048, 8), 128U);  // 4 MiB
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, m1, 1024, 8), 2U);
-  EXPECT_EQ(detail::kernel_lead_pairs(37, k64, 37, 2), 4U);
+  EXPECT_EQ(detail::kernel_lead_pairs(1024, k48, 1024, 8), 42U);   // 2 MiB
+  EXPECT_EQ(detail::kernel_lead_pairs(37, k32, 37, 2), 9U);
   EXPECT_EQ(detail::kernel_lead_pairs(3, k32, 300, 2), 3U);  // never more than the pairs
   EXPECT_EQ(detail::kernel_lead_pairs(1024, 0, 1024, 8), 0U);
+  EXPECT_EQ(detail::kernel_lead_pairs(1024, k64, 1024, 8), 0U);  // rows of 64 KiB and more: no lead
+  EXPECT_EQ(detail::kernel_lead_pairs(1024, m1, 1024, 8), 0U);
+  EXPECT_EQ(detail::kernel_lead_pairs(1024, k32, 512, 8), 0U);  // runs merged two by two: 64 KiB rows
+  EXPECT_EQ(detail::kernel_lead_pairs(1024, k32, 0, 8), 0U);
 }
 
 }  // namespace

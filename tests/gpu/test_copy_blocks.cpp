@@ -269,36 +269,39 @@ TEST_F(CopyBlocksTest, OrderedWithProducersAndLaterWriters) {
   }
 }
 
-// Host to device with the batch split over side streams, forced and as automatic takes it: a slow kernel
-// on the stream writes the destination blocks first; every part of the copy must land after it, never
-// under it, and a writer queued after the copy must come after every part.
+// Host to device with the batch split over side streams, forced and as automatic takes it (at 32 KiB with
+// the kernel's lead on the stream, at 64 KiB without): a slow kernel on the stream writes the destination
+// blocks first; every part of the copy must land after it, never under it, and a writer queued after the
+// copy must come after every part.
 TEST_F(CopyBlocksTest, SplitBatchToDeviceLandsAfterEarlierWriters) {
-  constexpr std::size_t blocks = 256, bb = 64 * kKiB;
-  DeviceMemory dev(ordinal(0), blocks * bb);
-  PinnedMemory host(blocks * bb);
-  const auto pairs = make_pairs(blocks, blocks, blocks, false, seed(0));
-  pattern::fill_host(host.span(), seed(0));
-  Stream stream(ordinal(0));
-  for (const BlockPath path : {BlockPath::batch, BlockPath::automatic}) {
-    const std::string what = std::string(to_string(path)) + ", pair ";
-    poison_device(ordinal(0), dev.get(), dev.size());
-    const DeviceGuard guard(ordinal(0));
-    pattern::fill_device_slow(dev.get(), dev.size(), other_seed(0), 20'000'000, stream.get());
-    BlockCopy c{{host.data(), blocks}, {dev.get(), blocks}, pairs.data(), blocks, bb, 1};
-    c.path = path;
-    EXPECT_EQ(copy_blocks_async(c, stream.get()), BlockPath::batch);
-    EXPECT_TRUE(
-        still_running(ordinal(0), stream.get(), "after copy_blocks_async, " + std::string(to_string(path))));
-    // The later writer overwrites the last pair's destination block: it must land after the copy's.
-    const std::size_t last = pairs[2 * (blocks - 1) + 1];
-    pattern::fill_device(dev.get() + last * bb, bb, other_seed(0), 0, stream.get());
-    stream.synchronize();
-    for (std::size_t k = 0; k + 1 < blocks; ++k) {
-      ASSERT_TRUE(device_matches(ordinal(0), dev.get() + pairs[2 * k + 1] * bb, bb, seed(0),
-                                 pairs[2 * k] * bb, what + std::to_string(k)));
+  constexpr std::size_t blocks = 256;
+  for (const std::size_t bb : {32 * kKiB, 64 * kKiB}) {
+    DeviceMemory dev(ordinal(0), blocks * bb);
+    PinnedMemory host(blocks * bb);
+    const auto pairs = make_pairs(blocks, blocks, blocks, false, seed(0));
+    pattern::fill_host(host.span(), seed(0));
+    Stream stream(ordinal(0));
+    for (const BlockPath path : {BlockPath::batch, BlockPath::automatic}) {
+      const std::string what =
+          std::string(to_string(path)) + ", " + std::to_string(bb) + "-byte blocks, pair ";
+      poison_device(ordinal(0), dev.get(), dev.size());
+      const DeviceGuard guard(ordinal(0));
+      pattern::fill_device_slow(dev.get(), dev.size(), other_seed(0), 20'000'000, stream.get());
+      BlockCopy c{{host.data(), blocks}, {dev.get(), blocks}, pairs.data(), blocks, bb, 1};
+      c.path = path;
+      EXPECT_EQ(copy_blocks_async(c, stream.get()), BlockPath::batch);
+      EXPECT_TRUE(still_running(ordinal(0), stream.get(), "after copy_blocks_async, " + what));
+      // The later writer overwrites the last pair's destination block: it must land after the copy's.
+      const std::size_t last = pairs[2 * (blocks - 1) + 1];
+      pattern::fill_device(dev.get() + last * bb, bb, other_seed(0), 0, stream.get());
+      stream.synchronize();
+      for (std::size_t k = 0; k + 1 < blocks; ++k) {
+        ASSERT_TRUE(device_matches(ordinal(0), dev.get() + pairs[2 * k + 1] * bb, bb, seed(0),
+                                   pairs[2 * k] * bb, what + std::to_string(k)));
+      }
+      ASSERT_TRUE(device_matches(ordinal(0), dev.get() + last * bb, bb, other_seed(0), 0,
+                                 what + "the later writer's"));
     }
-    ASSERT_TRUE(
-        device_matches(ordinal(0), dev.get() + last * bb, bb, other_seed(0), 0, what + "the later writer's"));
   }
 }
 

@@ -96,6 +96,16 @@ cudaError_t launch_host_pairs(const BlockKernelLayout& layout, const std::int64_
 
 }  // namespace
 
+cudaError_t load_block_kernels() {
+  cudaFuncAttributes attributes{};
+  for (const void* kernel : {reinterpret_cast<const void*>(&host_pairs_kernel<small_table_pairs>),
+                             reinterpret_cast<const void*>(&host_pairs_kernel<block_pairs_per_launch>),
+                             reinterpret_cast<const void*>(&device_pairs_kernel)}) {
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch_block_copy_host_pairs(const BlockKernelLayout& layout, const std::int64_t* pairs,
                                          std::size_t count, cudaStream_t stream) {
   for (std::size_t first = 0; first < count; first += block_pairs_per_launch) {

@@ -38,4 +38,10 @@ cudaError_t launch_block_copy_host_pairs(const BlockKernelLayout& layout, const 
 cudaError_t launch_block_copy_device_pairs(const BlockKernelLayout& layout, const std::int64_t* pairs,
                                            std::size_t count, std::uint32_t* error_flag, cudaStream_t stream);
 
+/// Loads copy_blocks' kernels into the current device's context. Under CUDA's lazy loading (the default)
+/// a kernel is loaded at its first launch, and loading may wait for all work running on the device: a
+/// stream-ordered copy_blocks_async would then block its caller until an earlier producer ends. Called
+/// where a MultiGpuManager takes its devices, so that no operation loads a kernel.
+cudaError_t load_block_kernels();
+
 }  // namespace gpuxfer::detail

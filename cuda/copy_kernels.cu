@@ -39,6 +39,15 @@ __global__ void copy_kernel(unsigned char* dst, const unsigned char* src, std::u
 
 }  // namespace
 
+cudaError_t load_copy_kernels() {
+  cudaFuncAttributes attributes{};
+  for (const void* kernel :
+       {reinterpret_cast<const void*>(&pack_kernel), reinterpret_cast<const void*>(&copy_kernel)}) {
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launch_pack(const PackItem* items, std::size_t count, void* packed, cudaStream_t stream) {
   // The grid's x dimension takes up to 2^31 - 1 blocks: far more pieces than anyone packs at once.
   auto* out = static_cast<unsigned char*>(packed);

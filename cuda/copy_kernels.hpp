@@ -25,6 +25,9 @@ cudaError_t launch_pack(const PackItem* items, std::size_t count, void* packed, 
 /// most 64.
 cudaError_t launch_copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream);
 
+/// Loads pack's and copy's kernels into the current device's context (see load_block_kernels).
+cudaError_t load_copy_kernels();
+
 /// Whether launch_copy (and launch_pack, per piece) moves @p dst and @p src as 16-byte vectors: both
 /// 16-byte aligned. Otherwise it copies byte by byte.
 [[nodiscard]] inline bool copy_moves_vectors(const void* dst, const void* src) noexcept {

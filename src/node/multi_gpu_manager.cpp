@@ -9,6 +9,8 @@
 #include <gpuxfer/error.hpp>
 #include <gpuxfer/host_buffer.hpp>
 
+#include "cuda/block_kernels.hpp"
+#include "cuda/copy_kernels.hpp"
 #include "memory/pool_state.hpp"
 #include "node/manager_state.hpp"
 #include "node/numa.hpp"
@@ -169,6 +171,23 @@ void reserve_pinned(ManagerState& state) {
                         std::to_string(state.devices.size()) + " devices (Options::pool_reserve)");
 }
 
+// Loads the library's kernels into each device's context now: loaded at an operation's first launch
+// instead (CUDA's lazy loading), a kernel may wait for the work running on the device, and a stream-ordered
+// operation would block its caller (block_kernels.hpp). A kernel that cannot load (no code for this
+// device) is left for the operation that launches it to report.
+void load_kernels(const ManagerState& state) {
+  for (std::size_t d = 0; d < state.devices.size(); ++d) {
+    DeviceGuard guard(state.ordinal(d));
+    const RelaxedCapture relaxed;
+    for (const cudaError_t err : {handled(load_block_kernels()), handled(load_copy_kernels())}) {
+      if (err != cudaSuccess) {
+        GPUXFER_LOG(warn,
+                    "loading gpuxfer's kernels on " + device_name(state, d) + ": " + cudaGetErrorString(err));
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
@@ -192,6 +211,7 @@ std::shared_ptr<MultiGpuManager> MultiGpuManager::create(Options options) {
   detail::reserve_pinned(*state);
   state->links = detail::read_links(state->devices);
   detail::enable_peers(*state);
+  detail::load_kernels(*state);
   for (const int ordinal : ordinals) state->device_streams.push_back(std::make_unique<detail::DeviceStreams>(ordinal));
   state->capture_streams.resize(ordinals.size());  // each device's sets, made as captures need them
   state->nccl_status = detail::nccl_refusal(*state);

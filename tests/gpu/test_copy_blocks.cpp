@@ -286,7 +286,8 @@ TEST_F(CopyBlocksTest, SplitBatchToDeviceLandsAfterEarlierWriters) {
           std::string(to_string(path)) + ", " + std::to_string(bb) + "-byte blocks, pair ";
       poison_device(ordinal(0), dev.get(), dev.size());
       const DeviceGuard guard(ordinal(0));
-      pattern::fill_device_slow(dev.get(), dev.size(), other_seed(0), 20'000'000, stream.get());
+      // 100 ms: the call must return while it runs, also on a host that ctest -j4 keeps busy.
+      pattern::fill_device_slow(dev.get(), dev.size(), other_seed(0), 100'000'000, stream.get());
       BlockCopy c{{host.data(), blocks}, {dev.get(), blocks}, pairs.data(), blocks, bb, 1};
       c.path = path;
       EXPECT_EQ(copy_blocks_async(c, stream.get()), BlockPath::batch);

@@ -173,10 +173,17 @@ def check_floors(bench, floors):
     return bad, notes
 
 
+def spread_of(values):
+    """(largest - smallest) / median."""
+    median = sorted(values)[len(values) // 2]
+    return (max(values) - min(values)) / median if median else float("inf")
+
+
 def agreement(benches, within):
     """(disagreements, rows) over the headline rows with a target that have a ratio in every run: a row is
     (op, ratios, spread), spread = (largest - smallest) / median; a disagreement is a row whose spread is
-    above @within, as text."""
+    above @within, as text, with how far the row's ceiling moved over the runs (where every run has it): a
+    ceiling that moved as much says the machine changed between the runs, not gpuxfer."""
     rows, bad = [], []
     for e in benches[0]["headline"]["entries"]:
         op = e["op"]
@@ -185,11 +192,16 @@ def agreement(benches, within):
         ratios = [b["headline"]["ratios"].get(op) for b in benches]
         if any(r is None for r in ratios):
             continue
-        median = sorted(ratios)[len(ratios) // 2]
-        spread = (max(ratios) - min(ratios)) / median if median else float("inf")
+        spread = spread_of(ratios)
         rows.append((op, ratios, spread))
         if spread > within:
-            bad.append(f"{op}: ratios {' / '.join(f'{r:.3f}' for r in ratios)} spread {spread:.1%} > {within:.0%}")
+            text = f"{op}: ratios {' / '.join(f'{r:.3f}' for r in ratios)} spread {spread:.1%} > {within:.0%}"
+            entries = [next((x for x in b["headline"]["entries"] if x["op"] == op), {}) for b in benches]
+            ceilings = [x.get("ceiling") for x in entries]
+            if all(ceilings):
+                text += (f"; its ceiling {e['vs']} {' / '.join(f'{c:#.4g}' for c in ceilings)} GB/s, "
+                         f"spread {spread_of(ceilings):.1%}")
+            bad.append(text)
     return bad, rows
 
 

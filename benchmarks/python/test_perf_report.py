@@ -156,7 +156,19 @@ class Agreement(unittest.TestCase):
     def test_a_row_that_moves_more_disagrees(self):
         runs = [one_gpu_bench(), with_ratio(one_gpu_bench(), "bcast_pageable", 0.60), one_gpu_bench()]
         bad, _ = perf_report.agreement(runs, 0.05)
-        self.assertEqual(bad, ["bcast_pageable: ratios 0.750 / 0.600 / 0.750 spread 20.0% > 5%"])
+        self.assertEqual(bad, ["bcast_pageable: ratios 0.750 / 0.600 / 0.750 spread 20.0% > 5%; "
+                               "its ceiling ceiling_h2d_one 50.00 / 50.00 / 50.00 GB/s, spread 0.0%"])
+
+    def test_a_disagreement_says_how_far_its_ceiling_moved(self):
+        # A small call whose raw baseline itself moved between the processes (4 KiB: times in us).
+        runs = [one_gpu_bench() for _ in range(3)]
+        for run, (ratio, ceiling) in zip(runs, [(0.892, 0.512), (0.938, 0.592), (0.884, 0.510)]):
+            e = next(e for e in run["headline"]["entries"] if e["op"] == "latency_gather_4k")
+            e["ceiling"] = ceiling
+            run["headline"]["ratios"]["latency_gather_4k"] = ratio
+        bad, _ = perf_report.agreement(runs, 0.05)
+        self.assertEqual(bad, ["latency_gather_4k: ratios 0.892 / 0.938 / 0.884 spread 6.1% > 5%; "
+                               "its ceiling latency_4k 0.5120 / 0.5920 / 0.5100 GB/s, spread 16.0%"])
 
     def test_rows_without_a_target_or_a_result_are_left_out(self):
         runs = [with_ratio(one_gpu_bench(), "gather_to_device", 0.1), one_gpu_bench()]

@@ -2,8 +2,10 @@
 // the headline gives each row's spread; the header names each device's PCIe link.
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -30,10 +32,24 @@ const OpSpec& op_named(const std::string& name) {
   return *std::find_if(ops.begin(), ops.end(), [&](const OpSpec& o) { return o.name == name; });
 }
 
+// The seconds @p bytes take at @p gbps.
+double seconds_at(double bytes, double gbps) { return bytes / gbps / 1e9; }
+
 // Every sample of @p bytes at @p gbps.
 Stats at_gbps(double bytes, double gbps) {
-  const double s = bytes / gbps / 1e9;
+  const double s = seconds_at(bytes, gbps);
   return stats_of(s, s, s);
+}
+
+// at_gbps measured interleaved with a raw baseline that read @p baseline_gbps in the round reported;
+// @p rounds: every round's (operation, baseline) GB/s.
+Stats interleaved_at(double bytes, double gbps, double baseline_gbps,
+                     std::initializer_list<std::pair<double, double>> rounds = {}) {
+  Stats stats = at_gbps(bytes, gbps);
+  stats.baseline_s = seconds_at(bytes, baseline_gbps);
+  for (const auto& [op, baseline] : rounds)
+    stats.rounds.push_back({seconds_at(bytes, op), seconds_at(bytes, baseline)});
+  return stats;
 }
 
 // @p stats as @p op's row at @p size.
@@ -82,9 +98,7 @@ TEST(BenchReport, ARowMeasuredAloneTakesTheFastestCeilingOfTheRun) {
   Report report(out, 1, {256 * MiB});
   const double bytes = 64.0 * MiB;
   add_row(report, op_named("blocks_link_d2h_64k"), block, at_gbps(bytes, 49.55));
-  Stats interleaved = at_gbps(bytes, 51.89);
-  interleaved.baseline_s = bytes / 52.89 / 1e9;
-  add_row(report, op_named("blocks_d2h_seq_64k"), block, interleaved);
+  add_row(report, op_named("blocks_d2h_seq_64k"), block, interleaved_at(bytes, 51.89, 52.89));
   add_row(report, op_named("blocks_d2h_seq_64k_copy_engine"), block, at_gbps(bytes, 51.90));
   report.finish();
   const std::string text = out.str();
@@ -104,12 +118,9 @@ TEST(BenchReport, AnInterleavedRowThatOutranItsRawBaselineTakesTheFastestCeiling
   constexpr std::size_t block = 1 << 20;
   Report report(out, 1, {256 * MiB});
   const double bytes = 1024.0 * MiB;
-  const auto seconds = [&](double gbps) { return bytes / gbps / 1e9; };
   add_row(report, op_named("blocks_link_d2h_1m"), block, at_gbps(bytes, 54.94));
-  Stats interleaved = at_gbps(bytes, 54.22);
-  interleaved.baseline_s = seconds(51.37);
-  interleaved.rounds = {{seconds(54.22), seconds(51.37)}, {seconds(50.0), seconds(54.0)}};
-  add_row(report, op_named("blocks_d2h_seq_1m"), block, interleaved);
+  add_row(report, op_named("blocks_d2h_seq_1m"), block,
+          interleaved_at(bytes, 54.22, 51.37, {{54.22, 51.37}, {50.0, 54.0}}));
   report.finish();
   const std::string text = out.str();
   EXPECT_EQ(text.find("ABOVE"), std::string::npos) << text;
@@ -127,12 +138,9 @@ TEST(BenchReport, AnInterleavedRowUnderItsBaselineIsSetAgainstThatBaseline) {
   std::ostringstream out;
   Report report(out, 1, {256 * MiB});
   const double bytes = 256.0 * MiB;
-  const auto seconds = [&](double gbps) { return bytes / gbps / 1e9; };
   add_row(report, op_named("ceiling_h2d_one"), 256 * MiB, at_gbps(bytes, 55.30));
-  Stats interleaved = at_gbps(bytes, 53.38);
-  interleaved.baseline_s = seconds(54.51);
-  interleaved.rounds = {{seconds(53.38), seconds(54.51)}, {seconds(51.0), seconds(54.90)}};
-  add_row(report, op_named("bcast_registered"), 256 * MiB, interleaved);
+  add_row(report, op_named("bcast_registered"), 256 * MiB,
+          interleaved_at(bytes, 53.38, 54.51, {{53.38, 54.51}, {51.0, 54.90}}));
   report.finish();
   const std::string text = out.str();
   EXPECT_NE(text.find("= 0.979 x ceiling_h2d_one interleaved, least disturbed of 2 rounds (54.51 GB/s)"),

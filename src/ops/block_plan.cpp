@@ -130,20 +130,6 @@ bool destination_order_pays(std::size_t given_runs, std::size_t sorted_runs) noe
   return sorted_runs < given_runs && (given_runs - sorted_runs) * destination_order_min_gain >= given_runs;
 }
 
-std::pmr::vector<BlockRun> runs_after_pairs(std::span<const BlockRun> runs, std::size_t pairs,
-                                            std::pmr::memory_resource* memory) {
-  std::pmr::vector<BlockRun> rest(memory);
-  std::size_t seen = 0;  // pairs in the runs before r
-  for (const BlockRun& r : runs) {
-    if (seen + r.blocks > pairs) {
-      const std::size_t cut = pairs > seen ? pairs - seen : 0;
-      rest.push_back({r.src + cut, r.dst + cut, r.blocks - cut});
-    }
-    seen += r.blocks;
-  }
-  return rest;
-}
-
 std::pmr::vector<BlockRun> runs_in_destination_order(std::span<const BlockRun> runs, std::size_t dst_blocks,
                                                      std::pmr::memory_resource* memory) {
   const auto by_dst = [](const BlockRun& a, const BlockRun& b) { return a.dst < b.dst; };
@@ -211,11 +197,13 @@ std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept {
   return std::clamp<std::size_t>(rows / batch_min_part_rows, 1, batch_streams);
 }
 
-std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
-                              std::size_t parts) noexcept {
-  if (parts <= 1 || pair_bytes == 0 || rows == 0 || count * pair_bytes / rows >= kernel_lead_max_row)
-    return 0;
-  return std::min(count, rows / parts * kernel_lead_bytes_per_row / pair_bytes);
+std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t j) noexcept {
+  if (j >= parts) return rows;
+  if (parts < batch_streams) return rows * j / parts;
+  const std::size_t ramp[] = {0, rows / 64, rows / 64 + rows / 32, rows / 64 + rows / 32 + rows / 16};
+  constexpr std::size_t ramp_parts = 3;
+  if (j <= ramp_parts) return ramp[j];
+  return ramp[ramp_parts] + (rows - ramp[ramp_parts]) * (j - ramp_parts) / (parts - ramp_parts);
 }
 
 BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows, bool kernel_ok,

@@ -57,12 +57,6 @@ struct BlockRun {
 inline constexpr std::size_t destination_order_min_gain = 64;
 [[nodiscard]] bool destination_order_pays(std::size_t given_runs, std::size_t sorted_runs) noexcept;
 
-/// @p runs (of plan_block_runs, in the caller's order) without their first @p pairs pairs: a run cut by
-/// that line keeps its tail.
-[[nodiscard]] std::pmr::vector<BlockRun> runs_after_pairs(
-    std::span<const BlockRun> runs, std::size_t pairs,
-    std::pmr::memory_resource* memory = std::pmr::get_default_resource());
-
 /// One copy of a plan: @p height rows of @p width bytes, rows @p src_pitch / @p dst_pitch apart (one
 /// row: a plain copy), at byte offsets from each side's base.
 struct BlockPiece {
@@ -106,7 +100,7 @@ inline constexpr std::size_t kernel_load_max_row = std::size_t{32} << 10;
 
 /// One cudaMemcpyBatchAsync starts its copies only once the call returns, the call costs about 0.4 us a
 /// row, and the copy engines work on several copies at once only from several streams: so a batch of long
-/// rows is cut into equal parts on several streams. 64 KiB rows in random order, host -> device on an
+/// rows is cut into parts on several streams (batch_cut). 64 KiB rows in random order, host -> device on an
 /// H100: 0.73 of the link as one batch, 0.94 as 8 parts on 8 streams. Rows of 16 KiB and less lose from
 /// the split when they read host memory (H2D 16 KiB: 0.39 on one stream, 0.11 on 8), so a batch is split
 /// only from this long a row on average (32 KiB: 0.57 on one stream, 0.89 on 8),
@@ -119,22 +113,15 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 /// How many streams a batch of @p rows rows of @p total bytes in all is split over (1: not split).
 [[nodiscard]] std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept;
 
-/// While the first part of a split batch is queued the link idles. Host -> device, the kernel (on the
-/// caller's stream, where the device maps the host memory) copies the first pairs meanwhile: about what
-/// the link moves while one part is queued, this much per row of a part (0.4 us a row at ~40 GB/s;
-/// gpuxfer-probe-batch-streams sets automatic against forced batch, the split batch alone).
-inline constexpr std::size_t kernel_lead_bytes_per_row = std::size_t{16} << 10;
-/// The lead pays only where rows are shorter than this on average. At 32 KiB it wins (best of 7 in the
-/// probe: 0.78 / 0.91 / 0.99 of the link against 0.73 / 0.87 / 0.89 for the split alone); from 64 KiB it
-/// is even on a quiet host and loses on a busy one (64 KiB, five runs: 0.65-0.95 with it, 0.88-0.93
-/// without; docs/BLOCKS.md).
-inline constexpr std::size_t kernel_lead_max_row = std::size_t{64} << 10;
-
-/// How many of @p count pairs of @p pair_bytes each the kernel copies ahead of a batch of @p rows rows
-/// in all, split into @p parts parts (0 when the batch is not split or its rows average
-/// kernel_lead_max_row or more).
-[[nodiscard]] std::size_t kernel_lead_pairs(std::size_t count, std::size_t pair_bytes, std::size_t rows,
-                                            std::size_t parts) noexcept;
+/// A batch split into batch_streams parts is not cut equally: its first three parts hold 1/64, 1/32 and
+/// 1/16 of the rows and the other five share the rest. The link idles until the first part is queued
+/// and a stream's copies join the others' only once its part is queued; small first parts start the
+/// link at once and the streams come in while the first ones work (64 KiB rows in random order on an
+/// H100, best of 7 in gpuxfer-probe-batch-streams: 0.969 / 0.972 of the link host -> device / device ->
+/// host, against 0.925 / 0.940 for 8 equal parts; 32 KiB 0.953 / 0.903 against 0.950 / 0.745).
+/// Part @p j (0 to @p parts) of a batch of @p rows rows split into @p parts parts starts at this row;
+/// part @p parts at @p rows. Fewer than batch_streams parts are equal.
+[[nodiscard]] std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t j) noexcept;
 
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
 /// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);

@@ -3,13 +3,11 @@
 // kind, picks the path and queues it on the caller's stream: the copies are ordered with the stream's
 // earlier and later work as any work of the stream is, no staging, no thread. A batch of long rows is
 // split over side streams of the calling thread, forked from the caller's stream and joined back to it
-// by events, because the copy engines work on several copies at once only from several streams; host ->
-// device, the kernel copies the first pairs on the caller's stream while those parts are queued.
+// by events, because the copy engines work on several copies at once only from several streams.
 #include <gpuxfer/block_copy.hpp>
 #include <gpuxfer/detail/device_guard.hpp>
 
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <memory>
 #include <memory_resource>
@@ -131,18 +129,13 @@ const std::vector<detail::Stream>& side_streams(int ordinal) {
 }
 
 // Queues @p pieces as cudaMemcpyBatchAsync calls, split over streams from long rows: the first part on
-// @p stream and the others on side streams forked from it; with @p lead (which queues the kernel's share
-// on @p stream), every part on a side stream.
+// @p stream and the others on side streams forked from it.
 void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std::byte* dst,
-                 cudaStream_t stream, int ordinal, const std::function<void()>& lead = {}) {
+                 cudaStream_t stream, int ordinal) {
   const std::size_t rows = detail::row_count(pieces);
   std::size_t total = 0;
   for (const detail::BlockPiece& p : pieces) total += p.width * p.height;
   const std::size_t parts = detail::batch_parts(total, rows);
-  const bool split = parts > 1 || lead;
-  // The side streams wait for the fork, recorded before the lead so that they do not wait for its kernel.
-  const detail::SharedEvent fork = split ? detail::record_event(ordinal, stream) : nullptr;
-  if (lead) lead();  // first: it needs none of the rows built below
   std::pmr::memory_resource* memory = detail::plan_memory();
   std::pmr::vector<void*> dsts(memory);
   std::pmr::vector<const void*> srcs(memory);
@@ -157,7 +150,9 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
       sizes.push_back(p.width);
     }
   }
-  const auto batch = [&](std::size_t lo, std::size_t hi, cudaStream_t s) {
+  const auto batch = [&](std::size_t part, cudaStream_t s) {
+    const std::size_t lo = detail::batch_cut(rows, parts, part);
+    const std::size_t hi = detail::batch_cut(rows, parts, part + 1);
     cudaMemcpyAttributes attrs{};
     attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     std::size_t attrs_index = 0;
@@ -165,10 +160,11 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
                                               &attrs, &attrs_index, 1, s),
                          "copy_blocks: cudaMemcpyBatchAsync of " + std::to_string(hi - lo) + " copies");
   };
-  if (!split) {
-    batch(0, rows, stream);
+  if (parts == 1) {
+    batch(0, stream);
     return;
   }
+  const detail::SharedEvent fork = detail::record_event(ordinal, stream);
   const std::vector<detail::Stream>& side = side_streams(ordinal);
   std::size_t forked = 0;  // side streams that wait for the fork and must be joined back
   const auto join = [&] {
@@ -176,16 +172,12 @@ void queue_batch(std::span<const detail::BlockPiece> pieces, std::byte* src, std
       detail::stream_wait(stream, detail::record_event(ordinal, side[j].get()));
   };
   try {
-    std::size_t first = 0;  // the first part queued on a side stream
-    if (!lead) {
-      batch(0, rows / parts, stream);
-      first = 1;
-    }
-    for (std::size_t j = first; j < parts; ++j) {
+    batch(0, stream);
+    for (std::size_t j = 1; j < parts; ++j) {
       const cudaStream_t s = side[forked].get();
       detail::stream_wait(s, fork);
       ++forked;
-      batch(rows * j / parts, rows * (j + 1) / parts, s);
+      batch(j, s);
     }
   } catch (...) {
     join();  // what was queued stays ordered before the caller's later work
@@ -275,12 +267,10 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
   const bool batch_ok = !capturing && stream != nullptr && stream != cudaStreamLegacy;
   BlockPath path =
       detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host, batch_ok);
-  bool in_destination_order = false;
   if (path != BlockPath::kernel && runs.size() > 1) {
     // The copy engines gain from merges: try the runs in destination order.
     std::pmr::vector<detail::BlockRun> sorted = detail::runs_in_destination_order(runs, dst.blocks, memory);
     if (detail::destination_order_pays(runs.size(), sorted.size())) {
-      in_destination_order = true;
       pieces = detail::block_pieces(sorted, src, dst, c.block_bytes, c.layers, memory);
       path = detail::choose_block_path(c.path, total, detail::row_count(pieces), kernel_ok, loads_host,
                                        batch_ok);
@@ -297,22 +287,6 @@ BlockPath queue_blocks(const BlockCopy& c, cudaStream_t stream, int stream_ordin
         throw Error(Errc::unsupported,
                     "copy_blocks: cudaMemcpyBatchAsync refuses the legacy default stream: "
                     "give a stream of your own");
-      }
-      if (c.path == BlockPath::automatic && loads_host && kernel_ok) {
-        const std::size_t rows = detail::row_count(pieces);
-        const std::size_t lead = detail::kernel_lead_pairs(c.count, c.layers * c.block_bytes, rows,
-                                                           detail::batch_parts(total, rows));
-        if (lead > 0 && lead < c.count) {
-          std::pmr::vector<detail::BlockRun> rest = detail::runs_after_pairs(runs, lead, memory);
-          if (in_destination_order) rest = detail::runs_in_destination_order(rest, dst.blocks, memory);
-          queue_batch(detail::block_pieces(rest, src, dst, c.block_bytes, c.layers, memory), src_base,
-                      dst_base, stream, ordinal, [&] {
-                        GPUXFER_CUDA_TRY_CTX(
-                            detail::launch_block_copy_host_pairs(layout, c.pairs, lead, stream),
-                            "copy_blocks: the kernel of " + std::to_string(lead) + " pairs");
-                      });
-          break;
-        }
       }
       queue_batch(pieces, src_base, dst_base, stream, ordinal);
       break;

@@ -162,26 +162,6 @@ TEST(BlockPlan, DestinationOrderPaysForMerges) {
   EXPECT_FALSE(detail::destination_order_pays(given.size(), sorted.size()));
 }
 
-// The runs left when the kernel takes the first pairs: whole runs dropped, a cut run keeps its tail.
-TEST(BlockPlan, RunsAfterPairs) {
-  const std::vector<detail::BlockRun> runs{{0, 0, 4}, {10, 20, 3}};
-  const auto expect = [&](std::size_t pairs, const std::vector<detail::BlockRun>& want) {
-    const auto got = detail::runs_after_pairs(runs, pairs);
-    ASSERT_EQ(got.size(), want.size()) << pairs;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].src, want[i].src) << pairs << ", run " << i;
-      EXPECT_EQ(got[i].dst, want[i].dst) << pairs << ", run " << i;
-      EXPECT_EQ(got[i].blocks, want[i].blocks) << pairs << ", run " << i;
-    }
-  };
-  expect(0, runs);
-  expect(2, {{2, 2, 2}, {10, 20, 3}});
-  expect(4, {{10, 20, 3}});
-  expect(5, {{11, 21, 2}});
-  expect(7, {});
-  expect(9, {});
-}
-
 // copy_blocks plans from its thread's pool: a plan's memory goes back to the pool, and the next plan of
 // the thread gets it again instead of asking the C library; another thread has a pool of its own.
 TEST(BlockPlan, PlansReuseTheThreadsMemory) {
@@ -265,23 +245,18 @@ TEST(BlockPlan, BatchSplit) {
   EXPECT_EQ(detail::batch_parts(64 * detail::copy_engine_min_row, 64), 4U);
 }
 
-// The kernel's lead: what the link moves while one part of the batch is queued, 16 KiB per row of it,
-// and only where rows average under 64 KiB.
-TEST(BlockPlan, KernelLead) {
-  constexpr std::size_t k32 = std::size_t{32} << 10;
-  constexpr std::size_t k48 = std::size_t{48} << 10;
-  constexpr std::size_t k64 = std::size_t{64} << 10;
-  constexpr std::size_t m1 = std::size_t{1} << 20;
-  EXPECT_EQ(detail::kernel_lead_pairs(2048, k32, 2048, 1), 0U);    // not split: no lead
-  EXPECT_EQ(detail::kernel_lead_pairs(2048, k32, 2048, 8), 128U);  // 4 MiB
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k48, 1024, 8), 42U);   // 2 MiB
-  EXPECT_EQ(detail::kernel_lead_pairs(37, k32, 37, 2), 9U);
-  EXPECT_EQ(detail::kernel_lead_pairs(3, k32, 300, 2), 3U);  // never more than the pairs
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, 0, 1024, 8), 0U);
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k64, 1024, 8), 0U);  // rows of 64 KiB and more: no lead
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, m1, 1024, 8), 0U);
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k32, 512, 8), 0U);  // runs merged two by two: 64 KiB rows
-  EXPECT_EQ(detail::kernel_lead_pairs(1024, k32, 0, 8), 0U);
+// Eight parts: 1/64, 1/32 and 1/16 of the rows first, then five equal; fewer parts are equal.
+TEST(BlockPlan, BatchCuts) {
+  const auto cuts = [](std::size_t rows, std::size_t parts) {
+    std::vector<std::size_t> out;
+    for (std::size_t j = 0; j <= parts; ++j) out.push_back(detail::batch_cut(rows, parts, j));
+    return out;
+  };
+  EXPECT_EQ(cuts(1024, 8), (std::vector<std::size_t>{0, 16, 48, 112, 294, 476, 659, 841, 1024}));
+  EXPECT_EQ(cuts(128, 8), (std::vector<std::size_t>{0, 2, 6, 14, 36, 59, 82, 105, 128}));
+  EXPECT_EQ(cuts(100, 4), (std::vector<std::size_t>{0, 25, 50, 75, 100}));
+  EXPECT_EQ(cuts(37, 2), (std::vector<std::size_t>{0, 18, 37}));
+  EXPECT_EQ(cuts(5, 1), (std::vector<std::size_t>{0, 5}));
 }
 
 }  // namespace

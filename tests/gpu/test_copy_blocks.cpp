@@ -269,10 +269,10 @@ TEST_F(CopyBlocksTest, OrderedWithProducersAndLaterWriters) {
   }
 }
 
-// Host to device with the batch split over side streams, forced and as automatic takes it (at 32 KiB with
-// the kernel's lead on the stream, at 64 KiB without): a slow kernel on the stream writes the destination
-// blocks first; every part of the copy must land after it, never under it, and a writer queued after the
-// copy must come after every part.
+// Host to device with the batch split over the stream and 7 side streams (256 rows: parts of 4, 8, 16,
+// then 45 or 46 rows), forced and as automatic takes it: a slow kernel on the stream writes the
+// destination blocks first; every part of the copy must land after it, never under it, and a writer
+// queued after the copy must come after every part.
 TEST_F(CopyBlocksTest, SplitBatchToDeviceLandsAfterEarlierWriters) {
   constexpr std::size_t blocks = 256;
   for (const std::size_t bb : {32 * kKiB, 64 * kKiB}) {

@@ -1,16 +1,15 @@
 // gpuxfer-probe-batch-streams: how many copy-engine copies run at once. 64 MiB of blocks between device
 // memory and pinned host memory in random order (4 KiB to 256 KiB blocks, each direction), as one
 // cudaMemcpyBatchAsync on one stream and as the same rows split over 2, 4 and 8 streams (forked from the
-// first by an event and joined back), the 8 streams fed in chunks of 16, 32 or 64 rows round-robin and
-// in parts that grow (a small first part starts the link sooner), beside one copy of all the bytes (the
-// link), and copy_blocks_async
-// of the same pairs (path automatic, then batch and kernel forced) with the path taken and the host time
-// of its call: forced batch is the split batch alone, which automatic leads with the kernel host -> device.
-// Beside them, the host time that queueing the 8-stream split takes raw, and a copy_blocks_async call of
-// one pair (forced batch): the call's cost apart from its copies. Each form's time is the best of 7, by
-// events on the first stream; the bytes of every form's last sample are checked. It is why copy_blocks splits
-// a batch of long rows over side streams and where the kernel takes over (docs/BLOCKS.md), and it tells the
-// library's own cost from the copies' when gpuxfer-bench's blocks_* rows fall short of the split.
+// first by an event and joined back), the 8 streams fed in parts that grow as copy_blocks cuts them (a
+// small first part starts the link sooner), beside one copy of all the bytes (the link), and
+// copy_blocks_async of the same pairs (path automatic, then batch and kernel forced) with the path taken
+// and the host time of its call. Beside them, the host time that queueing the 8-stream split takes raw,
+// and a copy_blocks_async call of one pair (forced batch): the call's cost apart from its copies. Each
+// form's time is the best of 7, by events on the first stream; the bytes of every form's last sample are
+// checked. It is why copy_blocks splits a batch of long rows over side streams as it does and where the
+// kernel takes over (docs/BLOCKS.md), and it tells the library's own cost from the copies' when
+// gpuxfer-bench's blocks_* rows fall short.
 //
 //   gpuxfer-probe-batch-streams
 //
@@ -151,10 +150,9 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
     std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
     if (k == max_streams) std::printf(" (queued in %.1f us)", queue_us);
   }
-  // The 8 streams fed in other orders: the link idles until the first part is queued, so smaller first
-  // parts start it sooner. "rr m": parts of m rows, round-robin over the 8 streams; "ramp": parts of n/64,
-  // n/32 and n/16 rows, then the rest in 5 equal parts.
-  const auto queue_parts = [&](const std::vector<std::size_t>& cuts, bool round_robin) {
+  // The 8 streams fed as copy_blocks feeds them: parts of n/64, n/32 and n/16 rows, then the rest in 5
+  // equal parts (the link idles until the first part is queued: small first parts start it sooner).
+  const auto queue_parts = [&](const std::vector<std::size_t>& cuts) {
     for (std::size_t j = 0; j + 1 < cuts.size(); ++j) {
       cudaMemcpyAttributes attrs{};
       attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
@@ -162,27 +160,16 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
       const std::size_t lo = cuts[j];
       const std::size_t hi = cuts[j + 1];
       check(cudaMemcpyBatchAsync(dsts.data() + lo, srcs.data() + lo, sizes.data() + lo, hi - lo, &attrs,
-                                 &attrs_index, 1, r.streams[round_robin ? j % max_streams : j]),
+                                 &attrs_index, 1, r.streams[j]),
             "cudaMemcpyBatchAsync");
     }
   };
-  for (const std::size_t m : {std::size_t{16}, std::size_t{32}, std::size_t{64}}) {
-    if (n / m < max_streams) continue;
-    std::vector<std::size_t> cuts;
-    for (std::size_t lo = 0; lo < n; lo += m) cuts.push_back(lo);
-    cuts.push_back(n);
-    data.prepare(++salt);
-    const float ms = best_ms(r, max_streams, [&] { queue_parts(cuts, true); });
-    const bool ok = data.right();
-    right = right && ok;
-    std::printf("  rr%zu %.3f%s", m, link / ms, ok ? "" : " (WRONG BYTES)");
-  }
   if (n >= 256) {
     std::vector<std::size_t> cuts{0, n / 64, n / 64 + n / 32, n / 64 + n / 32 + n / 16};
     const std::size_t rest = n - cuts.back();
     for (std::size_t j = 1; j <= 5; ++j) cuts.push_back(cuts[3] + rest * j / 5);
     data.prepare(++salt);
-    const float ms = best_ms(r, max_streams, [&] { queue_parts(cuts, false); });
+    const float ms = best_ms(r, max_streams, [&] { queue_parts(cuts); });
     const bool ok = data.right();
     right = right && ok;
     std::printf("  ramp %.3f%s", link / ms, ok ? "" : " (WRONG BYTES)");

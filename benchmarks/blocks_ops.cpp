@@ -2,7 +2,8 @@
 // memory and pinned host memory, each to its own slot, by index pairs in sequential or random order, both
 // directions. copy_blocks against, in the same run, the ways callers do it today: one cudaMemcpyAsync
 // per block, and one cudaMemcpyBatchAsync of every block; against the fastest raw use of the copy
-// engines for scattered blocks, that batch cut into 8 parts on 8 streams; and against the link itself
+// engines for scattered blocks, that batch cut into 8 parts on 8 streams as copy_blocks cuts it (the
+// difference is copy_blocks' own cost); and against the link itself
 // (one copy of all the bytes), interleaved sample by sample with the rows with a target and the 8-stream
 // batch. Every sample is checked block by block against a copy of the source made by one plain copy.
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "host_threads.hpp"
 #include "ops.hpp"
+#include "ops/block_plan.hpp"
 #include "raw_copies.hpp"
 
 namespace gpuxfer::bench {
@@ -174,8 +176,8 @@ class BlockBench {
                "cudaMemcpyBatchAsync");
   }
 
-  // The blocks in split_streams equal parts: the first on @p s, the others on side streams that wait for
-  // @p s and that @p s waits for after them.
+  // The blocks in split_streams parts cut as copy_blocks cuts them (detail::batch_cut): the first on @p s,
+  // the others on side streams that wait for @p s and that @p s waits for after them.
   void split(cudaStream_t s) {
     const int ordinal = b_.ordinal(0);
     while (side_.size() + 1 < split_streams) side_.emplace_back(ordinal);
@@ -184,8 +186,8 @@ class BlockBench {
     for (std::size_t j = 1; j < split_streams; ++j)
       cuda_check(cudaStreamWaitEvent(side_[j - 1].get(), events_[0].get()), "cudaStreamWaitEvent");
     for (std::size_t j = 0; j < split_streams; ++j) {
-      batch(r_->count * j / split_streams, r_->count * (j + 1) / split_streams,
-            j == 0 ? s : side_[j - 1].get());
+      batch(detail::batch_cut(r_->count, split_streams, j),
+            detail::batch_cut(r_->count, split_streams, j + 1), j == 0 ? s : side_[j - 1].get());
     }
     for (std::size_t j = 1; j < split_streams; ++j) {
       cuda_check(cudaEventRecord(events_[j].get(), side_[j - 1].get()), "cudaEventRecord");
@@ -232,7 +234,7 @@ OpSpec block_op(std::size_t block_bytes, bool to_host, bool random, Method m,
     case Method::split:
       name = "blocks_" + dir + "_" + order + "_" + size_name(block_bytes) + "_batch8";
       what = "one cudaMemcpyBatchAsync of every block cut into " + std::to_string(split_streams) +
-             " parts on as many streams (forked and joined by events)";
+             " parts on as many streams as copy_blocks cuts it (forked and joined by events)";
       break;
     case Method::gpuxfer:
       name = "blocks_" + dir + "_" + order + "_" + size_name(block_bytes) +

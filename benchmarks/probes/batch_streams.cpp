@@ -28,6 +28,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/block_plan.hpp"
 #include "probes/probe.hpp"
 
 namespace {
@@ -150,8 +151,8 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
     std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
     if (k == max_streams) std::printf(" (queued in %.1f us)", queue_us);
   }
-  // The 8 streams fed as copy_blocks feeds them: parts of n/64, n/32 and n/16 rows, then the rest in 5
-  // equal parts (the link idles until the first part is queued: small first parts start it sooner).
+  // The 8 streams fed as copy_blocks feeds them (detail::batch_cut: small first parts start the link
+  // sooner).
   const auto queue_parts = [&](const std::vector<std::size_t>& cuts) {
     for (std::size_t j = 0; j + 1 < cuts.size(); ++j) {
       cudaMemcpyAttributes attrs{};
@@ -164,10 +165,10 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
             "cudaMemcpyBatchAsync");
     }
   };
-  if (n >= 256) {
-    std::vector<std::size_t> cuts{0, n / 64, n / 64 + n / 32, n / 64 + n / 32 + n / 16};
-    const std::size_t rest = n - cuts.back();
-    for (std::size_t j = 1; j <= 5; ++j) cuts.push_back(cuts[3] + rest * j / 5);
+  {
+    std::vector<std::size_t> cuts;
+    for (std::size_t j = 0; j <= max_streams; ++j)
+      cuts.push_back(gpuxfer::detail::batch_cut(n, max_streams, j));
     data.prepare(++salt);
     const float ms = best_ms(r, max_streams, [&] { queue_parts(cuts); });
     const bool ok = data.right();

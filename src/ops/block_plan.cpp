@@ -197,15 +197,6 @@ std::size_t batch_parts(std::size_t total, std::size_t rows) noexcept {
   return std::clamp<std::size_t>(rows / batch_min_part_rows, 1, batch_streams);
 }
 
-std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t j) noexcept {
-  if (j >= parts) return rows;
-  if (parts < batch_streams) return rows * j / parts;
-  const std::size_t ramp[] = {0, rows / 64, rows / 64 + rows / 32, rows / 64 + rows / 32 + rows / 16};
-  constexpr std::size_t ramp_parts = 3;
-  if (j <= ramp_parts) return ramp[j];
-  return ramp[ramp_parts] + (rows - ramp[ramp_parts]) * (j - ramp_parts) / (parts - ramp_parts);
-}
-
 BlockPath choose_block_path(BlockPath requested, std::size_t total, std::size_t rows, bool kernel_ok,
                             bool loads_host, bool batch_ok) noexcept {
   if (requested != BlockPath::automatic) return requested;

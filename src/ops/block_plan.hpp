@@ -120,7 +120,15 @@ inline constexpr std::size_t batch_min_part_rows = 16;
 /// host, against 0.925 / 0.940 for 8 equal parts; 32 KiB 0.953 / 0.903 against 0.950 / 0.745).
 /// Part @p j (0 to @p parts) of a batch of @p rows rows split into @p parts parts starts at this row;
 /// part @p parts at @p rows. Fewer than batch_streams parts are equal.
-[[nodiscard]] std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t j) noexcept;
+/// (Inline: the bench and gpuxfer-probe-batch-streams cut their raw batches with it too.)
+[[nodiscard]] constexpr std::size_t batch_cut(std::size_t rows, std::size_t parts, std::size_t j) noexcept {
+  if (j >= parts) return rows;
+  if (parts < batch_streams) return rows * j / parts;
+  constexpr std::size_t ramp_parts = 3;
+  const std::size_t ramp[] = {0, rows / 64, rows / 64 + rows / 32, rows / 64 + rows / 32 + rows / 16};
+  if (j <= ramp_parts) return ramp[j];
+  return ramp[ramp_parts] + (rows - ramp[ramp_parts]) * (j - ramp_parts) / (parts - ramp_parts);
+}
 
 /// The path for @p requested given the plan: @p total bytes in @p rows contiguous rows; @p kernel_ok
 /// whether the device maps the host side; @p loads_host whether the kernel would read host memory (H2D);

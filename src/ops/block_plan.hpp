@@ -88,10 +88,11 @@ struct BlockPiece {
 /// BlockPath::automatic's thresholds, from gpuxfer-bench --ops 'blocks_*' on an H100 (64 MiB of blocks):
 /// rows this long on average (runs merged) go to the copy engines, one DMA each;
 inline constexpr std::size_t copy_engine_min_row = std::size_t{4} << 20;
-/// rows shorter than this go to the kernel when it stores into host memory (D2H, random order on an H100:
-/// 0.93 of the link at 32 KiB against 0.90 for the split batch; from 64 KiB the split batch, 0.97 against
-/// 0.93 for the kernel; best of 7 in gpuxfer-probe-batch-streams),
-inline constexpr std::size_t kernel_store_max_row = std::size_t{64} << 10;
+/// rows shorter than this go to the kernel when it stores into host memory (D2H: 0.76 / 0.93 of the link
+/// at 4 / 64 KiB, random order, against 0.19 / 0.74 for one batch), longer ones to a batch (split over
+/// streams: 256 KiB 0.956-0.969 against 0.939-0.941 for the kernel, best of 7 in
+/// gpuxfer-probe-batch-streams on two H100 hosts; 1 MiB 0.97 against 0.93);
+inline constexpr std::size_t kernel_store_max_row = std::size_t{256} << 10;
 /// and when it loads from host memory (H2D, PCIe reads: 0.58 or 0.90 of the link at 16 KiB rows on two
 /// H100 hosts, against 0.38-0.42 for one batch and 0.10-0.18 for one split over streams; from 32 KiB
 /// the split batch, 0.89 at 32 KiB on 8 streams; docs/BLOCKS.md).

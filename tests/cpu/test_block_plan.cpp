@@ -211,11 +211,11 @@ TEST(BlockPlan, PathChoice) {
   using detail::choose_block_path;
   constexpr std::size_t k4 = 4096, m1 = std::size_t{1} << 20;
   EXPECT_EQ(choose_block_path(BlockPath::batch, 1, 1, true, false, true), BlockPath::batch);
-  // Stores into host memory: the kernel below 64 KiB rows, a batch from there.
+  // Stores into host memory: the kernel below 256 KiB rows, a batch from there.
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * k4, 1024, true, false, true), BlockPath::kernel);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * (16 * k4 - 1), 1024, true, false, true),
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 63 * k4, 1024, true, false, true),
             BlockPath::kernel);
-  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 16 * k4, 1024, true, false, true),
+  EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * 64 * k4, 1024, true, false, true),
             BlockPath::batch);
   EXPECT_EQ(choose_block_path(BlockPath::automatic, 1024 * m1, 1024, true, false, true), BlockPath::batch);
   // Loads from host memory: the kernel below 32 KiB rows, a batch from there.

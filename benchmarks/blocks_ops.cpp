@@ -96,14 +96,15 @@ class BlockBench {
 
   // Source: the pattern of @p run, written by a kernel on the device and, for host -> device, copied to
   // the host by DMA as an offload writes it (not by the CPU, whose writes would leave it in the CPU's
-  // caches); mirrored on the host for the check; destination poisoned.
+  // caches); mirrored on the host for the check; destination poisoned (host memory: then evicted from
+  // the CPU's caches, as every host buffer the bench times).
   void prepare(std::uint64_t run) {
     const std::size_t n = r_->payload();
     b_.fill_device(0, r_->device.get(), n, Bench::seed(run, 0));
     b_.synchronize();
     cuda_check(cudaMemcpy(r_->mirror.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
     if (to_host_) {
-      std::memset(r_->host.data(), poison_byte, n);
+      parallel_poison(b_.threads(), {r_->host.data(), n});  // evicted: a DMA into dirty lines waits
     } else {
       cuda_check(cudaMemcpy(r_->host.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
       b_.poison_device(0, r_->device.get(), n);

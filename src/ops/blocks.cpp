@@ -120,11 +120,11 @@ void queue_copy_engine(std::span<const detail::BlockPiece> pieces, std::byte* sr
 }
 
 // The calling thread's side streams on @p ordinal, created on first use (a stream costs far more than a
-// small copy): batch_streams of them.
+// small copy): batch_streams - 1 of them, the caller's stream carrying a batch's first part.
 const std::vector<detail::Stream>& side_streams(int ordinal) {
   thread_local std::map<int, std::vector<detail::Stream>> per_device;
   std::vector<detail::Stream>& streams = per_device[ordinal];
-  while (streams.size() < detail::batch_streams) streams.emplace_back(ordinal);
+  while (streams.size() + 1 < detail::batch_streams) streams.emplace_back(ordinal);
   return streams;
 }
 

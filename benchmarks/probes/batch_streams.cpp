@@ -128,31 +128,7 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
               h2d ? "H2D" : "D2H", block >> 10, n, static_cast<double>(total) / (link * 1e6));
   bool right = true;
   unsigned salt = static_cast<unsigned>(block >> 10) + (h2d ? 1000U : 0U);
-  for (const int k : {1, 2, 4, 8}) {
-    data.prepare(++salt);
-    double queue_us = 1e30;
-    const float ms = best_ms(r, k, [&] {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int j = 0; j < k; ++j) {
-        const std::size_t lo = n * j / k;
-        const std::size_t hi = n * (j + 1) / k;
-        cudaMemcpyAttributes attrs{};
-        attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-        std::size_t attrs_index = 0;
-        check(cudaMemcpyBatchAsync(dsts.data() + lo, srcs.data() + lo, sizes.data() + lo, hi - lo, &attrs,
-                                   &attrs_index, 1, r.streams[j]),
-              "cudaMemcpyBatchAsync");
-      }
-      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
-      queue_us = std::min(queue_us, took.count());
-    });
-    const bool ok = data.right();
-    right = right && ok;
-    std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
-    if (k == max_streams) std::printf(" (queued in %.1f us)", queue_us);
-  }
-  // The 8 streams fed as copy_blocks feeds them (detail::batch_cut: small first parts start the link
-  // sooner).
+  // Rows [cuts[j], cuts[j + 1]) as one cudaMemcpyBatchAsync on stream j.
   const auto queue_parts = [&](const std::vector<std::size_t>& cuts) {
     for (std::size_t j = 0; j + 1 < cuts.size(); ++j) {
       cudaMemcpyAttributes attrs{};
@@ -165,7 +141,24 @@ bool measure(const Resources& r, std::size_t block, bool h2d) {
             "cudaMemcpyBatchAsync");
     }
   };
-  {
+  for (const int k : {1, 2, 4, 8}) {
+    std::vector<std::size_t> cuts;  // k equal parts
+    for (int j = 0; j <= k; ++j) cuts.push_back(n * static_cast<std::size_t>(j) / static_cast<std::size_t>(k));
+    data.prepare(++salt);
+    double queue_us = 1e30;
+    const float ms = best_ms(r, k, [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      queue_parts(cuts);
+      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+      queue_us = std::min(queue_us, took.count());
+    });
+    const bool ok = data.right();
+    right = right && ok;
+    std::printf("  k%d %.3f%s", k, link / ms, ok ? "" : " (WRONG BYTES)");
+    if (k == max_streams) std::printf(" (queued in %.1f us)", queue_us);
+  }
+  {  // The 8 streams fed as copy_blocks feeds them (detail::batch_cut: small first parts start the link
+     // sooner).
     std::vector<std::size_t> cuts;
     for (std::size_t j = 0; j <= max_streams; ++j)
       cuts.push_back(gpuxfer::detail::batch_cut(n, max_streams, j));

@@ -101,10 +101,11 @@ run_probe() {
   [[ -x $probe ]] || return 0
   step_limit 300 "probe ${name#gpuxfer-probe-}" 1 || return 0
   section "probe: ${name#gpuxfer-probe-}"
+  local started=$SECONDS
   { printf '\n=== %s\n' "$name"; timeout "$limit" "$probe"; } >>"$logs/bench.log" 2>&1
   rc=$?
   bench_log_section "$name"
-  summary+=("probe ${name#gpuxfer-probe-}: exit code $rc$(stopped_note "$rc") (informational; bench.log):")
+  summary+=("probe ${name#gpuxfer-probe-}: exit code $rc$(stopped_note "$rc"), $((SECONDS - started)) s (informational; bench.log):")
   while IFS= read -r line; do summary+=("  $line"); done < <(bench_log_section "$name" | grep -E "$pattern")
 }
 
@@ -130,9 +131,9 @@ rank0_headline() {
 
 finish() {
   if ((${#failures[@]})); then
-    summary+=("RESULT: FAILED: ${failures[*]}")
+    summary+=("RESULT: FAILED: ${failures[*]} ($SECONDS s of the $budget_s s budget)")
   else
-    summary+=("RESULT: OK")
+    summary+=("RESULT: OK ($SECONDS s of the $budget_s s budget)")
   fi
   {
     cat "$work/topo.txt" 2>/dev/null
@@ -228,10 +229,11 @@ build_tree() {  # extra cmake arguments...
 }
 
 section "configure and build ($jobs jobs)"
+started=$SECONDS
 : >"$logs/build.log"
 if build_tree "${python_args[@]}"; then
   tail -n 3 "$logs/build.log"
-  summary+=("build: OK")
+  summary+=("build: OK ($((SECONDS - started)) s)")
 elif [[ -z $python_skip ]] && build_tree -DGPUXFER_BUILD_PYTHON=OFF; then
   # The Python module alone failed: the rest of the run still tells something.
   grep -E '^FAILED|error' "$logs/build.log" | head -n 20
@@ -328,16 +330,17 @@ if ((run_bench)); then
     json=$logs/bench.json
     ((run == 1)) || json=$work/bench-$run.json
     section "bench (short), run $run of $bench_runs"
+    started=$SECONDS
     timeout "$limit" "$bench" --short --json "$json" >"$work/bench-run.log" 2>&1
     bench_rc=$?
     cat "$work/bench-run.log" >>"$logs/bench.log"
     tail -n 30 "$work/bench-run.log"
     if ((run == 1)); then
-      summary+=("bench: exit code $bench_rc$(stopped_note "$bench_rc"); headline (ratio to the ceiling measured in the same run):")
+      summary+=("bench: exit code $bench_rc$(stopped_note "$bench_rc"), $((SECONDS - started)) s; headline (ratio to the ceiling measured in the same run):")
       while IFS= read -r line; do summary+=("  $line"); done < <(
         sed -n '/^# headline/,$p' "$work/bench-run.log" | grep -v '^\s*$')
     else
-      summary+=("bench run $run of $bench_runs: exit code $bench_rc$(stopped_note "$bench_rc")")
+      summary+=("bench run $run of $bench_runs: exit code $bench_rc$(stopped_note "$bench_rc"), $((SECONDS - started)) s")
     fi
     ((bench_rc == 0)) || failures+=("bench (run $run)")
     # A headline ratio clearly below its floor (benchmarks/data/floors.json) is a regression: fail at once.

@@ -15,6 +15,9 @@ import gpuxfer
 import torch
 
 
+poison = 0xA5  # what a destination holds before each sample
+
+
 def _parse(text: str) -> int:
     return gpuxfer.parse_size(text)
 
@@ -39,18 +42,23 @@ def main() -> None:
     print(f"{'dir':4} {'block':>6} {'blocks':>6} {'method':>14} {'GB/s':>8} {'vs torch':>8}")
     for size in (_parse(s) for s in args.sizes.split(",")):
         count = max(1024, min(16384, (64 << 20) // size))
-        dev = torch.randint(0, 255, (count, size), dtype=torch.uint8, device="cuda")
+        dev = torch.empty((count, size), dtype=torch.uint8, device="cuda")
         host = torch.empty((count, size), dtype=torch.uint8).pin_memory()
         g = torch.Generator().manual_seed(size)
         src, dst = torch.randperm(count, generator=g), torch.randperm(count, generator=g)
         pairs = torch.stack([src, dst], dim=1).contiguous()
         for direction in ("d2h", "h2d"):
             a, b = (dev, host) if direction == "d2h" else (host, dev)
-            expect = a[src].cpu() if direction == "d2h" else a[src]
+            # A pattern of this size and direction in the source, the destination poisoned before every
+            # sample: a block left unwritten, or written from the wrong place, fails the check.
+            a.copy_(torch.randint(0, 256, (count, size), dtype=torch.uint8, generator=g))
+            expect = a[src].cpu()
+            b.fill_(poison)
 
-            def check(b=b, expect=expect):
-                assert torch.equal(b[dst].cpu(), expect.cpu()), "wrong bytes"
-                b.zero_()
+            def check(b=b, expect=expect, what=f"{direction} {size} B"):
+                if not torch.equal(b[dst].cpu(), expect):
+                    raise SystemExit(f"blocks_bench: {what}: wrong bytes")
+                b.fill_(poison)
 
             def torch_index(a=a, b=b):
                 b[dst] = a[src].cpu() if not b.is_cuda else a[src].cuda(non_blocking=True)

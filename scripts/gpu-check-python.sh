@@ -1,6 +1,7 @@
-# The Python step of scripts/gpu-check.sh (--python), sourced by it: pytest over tests/python and the
-# Python bench against the module built in build-gpu/python. Uses the script's variables (build, work, logs,
-# python_skip) and functions (step_limit, stopped_note: the time budget) and adds to its summary and failures.
+# The Python step of scripts/gpu-check.sh (--python), sourced by it: pytest over tests/python, the Python
+# bench and the Python blocks bench against the module built in build-gpu/python. Uses the script's
+# variables (build, work, logs, python_skip) and functions (step_limit, stopped_note: the time budget) and
+# adds to its summary and failures.
 run_python_tests() {
   section "python tests"
   if [[ -n $python_skip ]]; then
@@ -40,5 +41,25 @@ run_python_tests() {
     sed -n '/^# Python against C++/,$p' "$work/python-bench.log"
     summary+=("python bench: exit code $pybench_rc$(stopped_note "$pybench_rc") (informational; bench.log): $(tail -n 1 "$work/python-bench.log")")
     while IFS= read -r line; do summary+=("  $line"); done < <(grep -E '^  py_gather +(4096|268435456) ' "$work/python-bench.log")
+
+    # copy_blocks from Python against torch's indexing copy and a per-block copy_ loop: its numbers are
+    # informational, a failure (wrong bytes, or an error) is not.
+    if ! python3 -c "import torch" >/dev/null 2>&1; then
+      summary+=("python blocks bench: not run: python3 cannot import torch")
+      return 0
+    fi
+    step_limit 120 "python blocks bench" || return 0
+    section "python blocks bench"
+    PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" timeout "$limit" \
+      python3 benchmarks/python/blocks_bench.py >"$work/python-blocks.log" 2>&1
+    pyblocks_rc=$?
+    {
+      printf '\n=== python blocks bench (benchmarks/python/blocks_bench.py)\n'
+      cat "$work/python-blocks.log"
+    } >>"$logs/bench.log"
+    cat "$work/python-blocks.log"
+    summary+=("python blocks bench: exit code $pyblocks_rc$(stopped_note "$pyblocks_rc") (bench.log); copy_blocks:")
+    while IFS= read -r line; do summary+=("  $line"); done < <(grep -E ' copy_blocks ' "$work/python-blocks.log")
+    ((pyblocks_rc == 0)) || failures+=("python blocks bench")
   fi
 }

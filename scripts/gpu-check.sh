@@ -10,8 +10,9 @@
 #   --ranks     the bench's cross-process short mode (`gpuxfer launch -n <GPUs> gpuxfer-bench --ranks
 #               --short`; a world of one, informational, on one GPU) and, with 2+ GPUs, the same over
 #               NCCL's network path and torch.distributed's baseline beside it (with torchrun)
-#   --python    the Python tests (tests/python, pytest) and the Python bench against the module built in
-#               build-gpu/python when python3 has nanobind (skipped with the reason otherwise)
+#   --python    the Python tests (tests/python, pytest), the Python bench and the Python blocks bench
+#               against the module built in build-gpu/python when python3 has nanobind (skipped with the
+#               reason otherwise)
 #   --one-gpu   the GPU tests again with CUDA_VISIBLE_DEVICES=0 (no resource spec, -j8): only the tests
 #               that need separate GPUs (a second GPU, another GPU's memory, NCCL between GPUs) may skip
 #   --sanitize  compute-sanitizer memcheck (with a leak report), racecheck, synccheck and initcheck over

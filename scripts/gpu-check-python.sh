@@ -48,7 +48,7 @@ run_python_tests() {
       summary+=("python blocks bench: not run: python3 cannot import torch")
       return 0
     fi
-    step_limit 120 "python blocks bench" || return 0
+    step_limit 300 "python blocks bench" 1 || return 0
     section "python blocks bench"
     PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}" timeout "$limit" \
       python3 benchmarks/python/blocks_bench.py >"$work/python-blocks.log" 2>&1

@@ -48,6 +48,9 @@ struct Regions {
   DeviceMemory device;
   PinnedMemory host;
   PinnedMemory mirror;
+  // Device -> host, whether the link is the SMs' stores rather than one DMA: chosen once, on the first
+  // link sample of this size, so that every row of the size is set against the same link.
+  std::optional<bool> d2h_link_by_stores;
   Regions(Bench& b, std::size_t bytes)
       : block_bytes(bytes),
         count(block_count(bytes)),
@@ -103,13 +106,9 @@ class BlockBench {
     b_.fill_device(0, r_->device.get(), n, Bench::seed(run, 0));
     b_.synchronize();
     cuda_check(cudaMemcpy(r_->mirror.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    if (to_host_) {
-      parallel_poison(b_.threads(), {r_->host.data(), n});  // evicted: a DMA into dirty lines waits
-    } else {
+    if (!to_host_)
       cuda_check(cudaMemcpy(r_->host.data(), r_->device.get(), n, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      b_.poison_device(0, r_->device.get(), n);
-      b_.synchronize();
-    }
+    poison_destination();
   }
 
   // Bytes of destination blocks that differ from their source blocks.
@@ -136,8 +135,11 @@ class BlockBench {
     const cudaStream_t s = b_.stream(0);
     switch (m) {
       case Method::link:
-        if (!link_by_stores_) link_by_stores_ = to_host_ && stores_beat_dma(s);
-        queue_link(*link_by_stores_, s);
+        if (to_host_ && !r_->d2h_link_by_stores) {
+          r_->d2h_link_by_stores = stores_beat_dma(s);
+          poison_destination();  // the trials wrote it: this sample's check must see its own copy
+        }
+        queue_link(to_host_ && *r_->d2h_link_by_stores, s);
         break;
       case Method::loop:
         for (std::size_t k = 0; k < r_->count; ++k) {
@@ -167,6 +169,18 @@ class BlockBench {
   void set_path(BlockPath p) { path_ = p; }
 
  private:
+  // The destination region poisoned (host memory: then evicted from the CPU's caches, as every host
+  // buffer the bench times) and waited for.
+  void poison_destination() {
+    const std::size_t n = r_->payload();
+    if (to_host_) {
+      parallel_poison(b_.threads(), {r_->host.data(), n});  // evicted: a DMA into dirty lines waits
+    } else {
+      b_.poison_device(0, r_->device.get(), n);
+      b_.synchronize();
+    }
+  }
+
   // One copy of all the bytes (@p by_stores: the SMs' stores into host memory, copy_blocks' kernel over
   // the blocks in order; else one cudaMemcpyAsync) on @p s.
   void queue_link(bool by_stores, cudaStream_t s) {
@@ -242,7 +256,6 @@ class BlockBench {
   std::vector<Stream> side_;  // Method::split's, made on its first sample
   std::vector<Event> events_;
   BlockPath path_ = BlockPath::automatic;
-  std::optional<bool> link_by_stores_;  // Method::link's way, chosen on its first sample
 };
 
 std::size_t blocks_bytes(std::size_t size, std::size_t /*devices*/) { return size * block_count(size); }
